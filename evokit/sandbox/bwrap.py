@@ -1,0 +1,106 @@
+"""bubblewrap command lines over an overlay stack of image layers.
+
+Debian 12 ships bubblewrap 0.8, which has no ``--overlay`` option, so the overlay is
+mounted by a tiny shell prelude that runs under ``unshare --mount``: the mounts live
+in a private mount namespace and vanish with its last process, so nothing is ever
+left mounted on the host (not even after SIGKILL). bwrap then binds the merged tree
+as ``/`` of the sandbox.
+
+Two kinds of upper layer:
+
+* **build**: a directory on disk that becomes a cached image layer (``RUN``, ``COPY``);
+* **runtime**: a size-limited tmpfs (the task's ``storage_mb``) so that an agent that
+  fills the disk fills only its own tmpfs, whose pages are charged to the sandbox's
+  memory cgroup.
+
+Why not user namespaces: ``apt-get`` fails inside one (setgroups, the ``_apt`` user);
+like Docker we run as real root with Docker's default capability set instead, in
+fresh mount/pid/ipc/uts (and, unless the task allows it, network) namespaces.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+#: Docker's default capability set (moby/oci/caps/defaults.go): enough for apt, chown,
+#: su; not enough to mount, load modules, trace host processes or change the clock.
+DOCKER_DEFAULT_CAPS = (
+    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
+    "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+)
+
+# $1 mode (disk|tmpfs)  $2 cwd for relative lowerdirs  $3 lowerdir list  $4 upper root
+# $5 tmpfs size in bytes (tmpfs mode)  then: the bwrap argv, in which @MERGED@ is the
+# merged root. In disk mode $4 holds upper/ and work/; in tmpfs mode a tmpfs is
+# mounted on $4 first.
+_PRELUDE = r"""
+set -e
+mode=$1; cd "$2"; lower=$3; root=$4; size=$5; shift 5
+if [ "$mode" = tmpfs ]; then
+  mount -t tmpfs -o "size=$size,mode=0755" evokit-rw "$root"
+  mkdir "$root/upper" "$root/work"
+fi
+mkdir -p "$root/merged"
+mount -t overlay evokit -o "lowerdir=$lower,upperdir=$root/upper,workdir=$root/work" "$root/merged"
+exec "$@"
+"""
+
+
+class SandboxUnavailableError(RuntimeError):
+    """The host lacks a tool the local sandbox needs; the message says how to install it."""
+
+
+def require_tools(*names: str) -> None:
+    missing = [n for n in names if shutil.which(n) is None]
+    if missing:
+        raise SandboxUnavailableError(
+            f"the local sandbox needs {', '.join(missing)} on PATH; install with "
+            "`apt-get install -y bubblewrap mmdebstrap util-linux` (as root), "
+            "or use Harbor's docker backend"
+        )
+
+
+def overlay_argv(
+    *,
+    cache_root: Path,
+    lowerdirs: Sequence[str],
+    upper_root: Path,
+    tmpfs_bytes: int | None,
+    inner: Sequence[str],
+) -> list[str]:
+    """``unshare --mount`` + overlay prelude + ``inner`` (a bwrap argv using ``@MERGED@``)."""
+    require_tools("unshare", "bwrap")
+    merged = str(upper_root / "merged")
+    inner = [merged if a == "@MERGED@" else a for a in inner]
+    mode = "tmpfs" if tmpfs_bytes else "disk"
+    return [
+        "unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", _PRELUDE, "evokit-prelude",
+        mode, str(cache_root), ":".join(lowerdirs), str(upper_root), str(tmpfs_bytes or 0), *inner,
+    ]
+
+
+def bwrap_base(
+    *,
+    network: bool,
+    cwd: str,
+    env: dict[str, str],
+    caps: Sequence[str] = DOCKER_DEFAULT_CAPS,
+    die_with_parent: bool = True,
+) -> list[str]:
+    """The bwrap options shared by build steps, the sandbox init and every exec."""
+    argv = ["bwrap", "--bind", "@MERGED@", "/", "--dev", "/dev", "--proc", "/proc",
+            "--cap-drop", "ALL"]
+    for cap in caps:
+        argv += ["--cap-add", cap]
+    if network:
+        # The image's resolv.conf would point at nothing; use the host's, read-only.
+        argv += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+    if die_with_parent:
+        argv.append("--die-with-parent")
+    argv += ["--clearenv", "--chdir", cwd]
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    return argv

@@ -1,0 +1,91 @@
+"""evokit's bubblewrap sandbox as a Harbor environment.
+
+``harbor run -p TASK -a oracle --env evokit.sandbox:BubblewrapEnvironment`` (or
+``EnvironmentConfig(import_path="evokit.sandbox:BubblewrapEnvironment")`` with Harbor's
+``Trial``/``Job`` API) runs a task in the local sandbox instead of Docker. Everything
+Harbor does around the environment (agents, verifier, result.json) is Harbor's own.
+
+The class is a thin async wrapper: each call runs the synchronous :class:`Sandbox`
+method in a worker thread. A timed-out exec raises ``RuntimeError`` as Harbor's docker
+environment does, so Harbor reports the same error kinds on both backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from harbor.environments.base import BaseEnvironment, ExecResult
+from harbor.environments.capabilities import EnvironmentCapabilities
+
+from evokit.sandbox.image import build_image
+from evokit.sandbox.runtime import Sandbox
+from evokit.sandbox.task_env import limits_from_config, network_allowed
+
+
+class BubblewrapEnvironment(BaseEnvironment):
+    """A Harbor ``BaseEnvironment`` backed by :class:`evokit.sandbox.Sandbox`."""
+
+    _sandbox: Sandbox | None = None
+
+    @staticmethod
+    def type() -> str:
+        return "evokit-bwrap"
+
+    @property
+    def capabilities(self) -> EnvironmentCapabilities:
+        return EnvironmentCapabilities(disable_internet=True, mounted=False)
+
+    def _validate_definition(self) -> None:
+        if not (Path(self.environment_dir) / "Dockerfile").is_file():
+            raise FileNotFoundError(
+                f"{self.environment_dir}/Dockerfile not found: the evokit sandbox builds Dockerfiles only "
+                "(docker-compose tasks need Harbor's docker backend)"
+            )
+
+    async def start(self, force_build: bool) -> None:
+        env = self.task_env_config
+        image = await asyncio.to_thread(
+            build_image, self.environment_dir, step_timeout_sec=env.build_timeout_sec,
+            log=lambda line: self.logger.info(line),
+        )
+        limits = limits_from_config(env)
+        if self._effective_cpus or self._effective_memory_mb or self._effective_storage_mb:
+            limits = type(limits)(cpus=self._effective_cpus, memory_mb=self._effective_memory_mb,
+                                  storage_mb=self._effective_storage_mb or limits.storage_mb,
+                                  pids=limits.pids)
+        self._sandbox = Sandbox(image, network=network_allowed(env) and self._network_is_public,
+                                limits=limits, workdir=env.workdir, env=self._startup_env())
+        await asyncio.to_thread(self._sandbox.start)
+
+    async def stop(self, delete: bool) -> None:
+        if self._sandbox is not None:
+            await asyncio.to_thread(self._sandbox.stop)
+            self._sandbox = None
+
+    def _require(self) -> Sandbox:
+        if self._sandbox is None:
+            raise RuntimeError("environment not started")
+        return self._sandbox
+
+    async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
+                   timeout_sec: int | None = None, user: str | int | None = None) -> ExecResult:
+        res = await asyncio.to_thread(
+            self._require().exec, command, cwd=cwd, env=self._merge_env(env),
+            timeout_sec=timeout_sec, user=self._resolve_user(user),
+        )
+        if res.timed_out:
+            raise RuntimeError(f"Command timed out after {timeout_sec} seconds")
+        return ExecResult(stdout=res.stdout, stderr=res.stderr, return_code=res.return_code)
+
+    async def upload_file(self, source_path: Path | str, target_path: str) -> None:
+        await asyncio.to_thread(self._require().upload_file, source_path, target_path)
+
+    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
+        await asyncio.to_thread(self._require().upload_dir, source_dir, target_dir)
+
+    async def download_file(self, source_path: str, target_path: Path | str) -> None:
+        await asyncio.to_thread(self._require().download_file, source_path, target_path)
+
+    async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
+        await asyncio.to_thread(self._require().download_dir, source_dir, target_dir)

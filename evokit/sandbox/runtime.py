@@ -1,0 +1,223 @@
+"""A running sandbox: start once, ``exec`` many commands, move files, stop.
+
+Layout of one sandbox (all of it disappears at :meth:`Sandbox.stop`, or with the
+process that started it):
+
+* an **init**: ``unshare --mount`` (holder of a private mount namespace in which a
+  ``storage_mb`` tmpfs and the overlay ``image layers + tmpfs upper`` are mounted) that
+  execs bwrap with fresh pid/ipc/uts (+ net) namespaces running ``sleep infinity``;
+* each **exec** enters that mount namespace and the init's net/uts/ipc namespaces with
+  ``nsenter`` and starts a new bwrap over the same merged root joined to the init's pid
+  namespace (``--pidns``). So files and background processes persist between execs,
+  exactly as with ``docker exec``, and killing the init kills every process at once;
+* a per-sandbox cgroup (memory, pids, cpu) that every process joins before it execs.
+
+File transfer runs ``tar`` *inside* the sandbox and streams it through a pipe: a host-side
+copy through ``/proc/<pid>/root`` would follow symlinks the agent planted (``/tests ->
+/etc``) on the host's filesystem.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import subprocess
+import tarfile
+import threading
+import uuid
+from pathlib import Path, PurePosixPath
+
+from evokit.sandbox.bwrap import DOCKER_DEFAULT_CAPS, bwrap_base, overlay_argv, require_tools
+from evokit.sandbox.cgroup import Cgroup, Limits
+from evokit.sandbox.image import Image, _as_user
+from evokit.sandbox.process import ExecResult, run_capped
+
+RUN_DIR = Path(os.environ.get("EVOKIT_RUN_DIR", "/run/evokit"))
+LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox could not start, or was used while stopped."""
+
+
+class Sandbox:
+    """One isolated environment over a built :class:`Image`.
+
+    Args:
+        image: what :func:`evokit.sandbox.image.build_image` returned.
+        network: give the sandbox the host's network (Harbor ``network_mode = "public"``);
+            otherwise it has only a loopback interface that is down.
+        limits: cpu / memory / storage / pid limits (see :class:`Limits`).
+        workdir: default cwd of ``exec`` (the task's ``workdir``, else the image's WORKDIR).
+        env: extra variables for every command, over the image's ``ENV``.
+    """
+
+    def __init__(self, image: Image, *, network: bool = False, limits: Limits = Limits(),
+                 workdir: str | None = None, env: dict[str, str] | None = None):
+        self.image, self.network, self.limits = image, network, limits
+        self.workdir = workdir or image.workdir or "/"
+        self.env = {**image.env, **(env or {})}
+        self.id = uuid.uuid4().hex[:12]
+        self.state_dir = RUN_DIR / self.id
+        self._init = None
+        self._pidns_fd: int | None = None
+        self._ns: dict[str, str] = {}
+        self.cgroup: Cgroup | None = None
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> Sandbox:
+        require_tools("unshare", "nsenter", "bwrap")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.cgroup = Cgroup(f"evokit-{self.id}", self.limits)
+        info_r, info_w = os.pipe()
+        inner = bwrap_base(network=self.network, cwd="/", env={"PATH": self.env.get("PATH", "/usr/bin:/bin")})
+        inner += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
+                  "--info-fd", str(info_w)]
+        if not self.network:
+            inner.append("--unshare-net")
+        inner += ["--", "sleep", "infinity"]
+        storage = (self.limits.storage_mb or 100_000) * 1024 * 1024
+        argv = overlay_argv(cache_root=self.image.root, lowerdirs=self.image.lowerdirs,
+                            upper_root=self.state_dir, tmpfs_bytes=storage, inner=inner)
+        self._init = subprocess.Popen(argv, pass_fds=(info_w,), stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      preexec_fn=self.cgroup.join_self, start_new_session=True)
+        os.close(info_w)
+        with os.fdopen(info_r, "rb") as f:
+            raw = f.read()  # bwrap closes the fd once the sandbox is set up (or on failure)
+        if not raw:
+            err = self._init.stderr.read().decode(errors="replace") if self._init.poll() is not None else ""
+            self.stop()
+            raise SandboxError(f"sandbox failed to start: {err.strip() or 'bwrap wrote no info'}")
+        child = json.loads(raw)["child-pid"]
+        self._ns = {name: f"/proc/{child}/ns/{name}" for name in ("net", "uts", "ipc", "pid")}
+        self._ns["mnt"] = f"/proc/{self._init.pid}/ns/mnt"
+        self._pidns_fd = os.open(self._ns["pid"], os.O_RDONLY)
+        res = self.exec("mkdir -p " + " ".join([*LOG_DIRS, shlex.quote(self.workdir)])
+                        + " && chmod 777 " + " ".join(LOG_DIRS), user="root", cwd="/")
+        if not res.ok:
+            self.stop()
+            raise SandboxError(f"sandbox set-up failed: {res.stderr.strip()}")
+        return self
+
+    def stop(self) -> None:
+        """Kill every process of the sandbox and release its mounts, cgroup and state dir."""
+        with self._lock:
+            if self._init is not None:
+                try:
+                    os.killpg(self._init.pid, 9)
+                except ProcessLookupError:
+                    pass
+                self._init.wait()
+                if self._init.stderr:
+                    self._init.stderr.close()
+                self._init = None
+            if self._pidns_fd is not None:
+                os.close(self._pidns_fd)
+                self._pidns_fd = None
+            if self.cgroup is not None:
+                self.cgroup.kill()
+                self.cgroup = None
+            # On the host the state dir is only the (now unmounted) tmpfs mountpoint;
+            # after a failed start it may still hold the prelude's merged/ dir.
+            for d in (self.state_dir / "merged", self.state_dir):
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+
+    @property
+    def running(self) -> bool:
+        return self._init is not None and self._init.poll() is None
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------- commands
+    def exec(self, command: str | list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+             timeout_sec: float | None = None, user: str | int | None = None, stdin: bytes | None = None,
+             max_output_bytes: int = 4 * 1024 * 1024, keep_bytes: bool = False) -> ExecResult:
+        """Run ``command`` (a bash string, or an argv) in the sandbox; never raises on failure."""
+        if not self.running:
+            raise SandboxError("exec on a sandbox that is not running (start() it, or it was stopped)")
+        argv = command if isinstance(command, list) else ["bash", "-c", command]
+        if isinstance(command, str) and self.image.find("/bin/bash") is None:
+            argv = ["sh", "-c", command]
+        user = self.image.user if user is None else str(user)
+        merged_env = {**self.env, **(env or {})}
+        merged_env.setdefault("HOME", "/root")
+        inner = bwrap_base(network=self.network, cwd=cwd or self.workdir, env=merged_env,
+                           caps=DOCKER_DEFAULT_CAPS)
+        inner[2] = str(self.state_dir / "merged")  # the merged root, as mounted by the init
+        full = ["nsenter", f"--mount={self._ns['mnt']}", f"--net={self._ns['net']}",
+                f"--uts={self._ns['uts']}", f"--ipc={self._ns['ipc']}", "--",
+                *inner, "--pidns", str(self._pidns_fd), "--", *_as_user(argv, user)]
+        return run_capped(full, stdin=stdin, timeout_sec=timeout_sec, pass_fds=(self._pidns_fd,),
+                          preexec_fn=self.cgroup.join_self, max_output_bytes=max_output_bytes,
+                          keep_bytes=keep_bytes)
+
+    # ---------------------------------------------------------------- files
+    def upload_file(self, source: str | Path, target: str) -> None:
+        source = Path(source)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(source, arcname=PurePosixPath(target).name)
+        self._untar(buf.getvalue(), str(PurePosixPath(target).parent))
+
+    def upload_dir(self, source: str | Path, target: str) -> None:
+        """Copy the *contents* of ``source`` into ``target`` (created if missing)."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for child in sorted(Path(source).iterdir()):
+                tar.add(child, arcname=child.name)
+        self._untar(buf.getvalue(), target)
+
+    def write_file(self, target: str, data: bytes | str, mode: int = 0o644) -> None:
+        data = data.encode() if isinstance(data, str) else data
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(PurePosixPath(target).name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        self._untar(buf.getvalue(), str(PurePosixPath(target).parent))
+
+    def _untar(self, payload: bytes, target: str) -> None:
+        res = self.exec(["sh", "-c", 'mkdir -p "$1" && tar -x -f - -C "$1" --no-same-owner', "sh", target],
+                        stdin=payload, user="root", cwd="/", timeout_sec=300)
+        if not res.ok:
+            raise SandboxError(f"upload to {target} failed: {res.stderr.strip()}")
+
+    def read_file(self, source: str, max_bytes: int = 64 * 1024 * 1024) -> bytes:
+        path = PurePosixPath(source)
+        with tarfile.open(fileobj=io.BytesIO(self._tar_out(str(path.parent), path.name, max_bytes))) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                raise FileNotFoundError(f"{source} is not a regular file in the sandbox")
+            return tar.extractfile(member).read()
+
+    def download_file(self, source: str, target: str | Path) -> None:
+        target = Path(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(self.read_file(source))
+
+    def download_dir(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
+        """Copy the contents of ``source`` to the host dir ``target``; links stay links."""
+        target = Path(target)
+        target.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(self._tar_out(source, ".", max_bytes))) as tar:
+            tar.extractall(target, filter="data")  # refuses absolute paths and escaping links
+
+    def _tar_out(self, parent: str, name: str, max_bytes: int) -> bytes:
+        res = self.exec(["tar", "-c", "-f", "-", "-C", parent, name], user="root", cwd="/",
+                        timeout_sec=300, max_output_bytes=2 * max_bytes, keep_bytes=True)
+        if not res.ok:
+            raise FileNotFoundError(f"cannot read {parent}/{name} in the sandbox: {res.stderr.strip()}")
+        if res.truncated_bytes:
+            raise SandboxError(f"{parent}/{name} is larger than {max_bytes} bytes; not downloaded")
+        return res.stdout_bytes
