@@ -1,0 +1,98 @@
+"""``evokit`` command line. Each command is a thin shell over a library call."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+os.environ.setdefault("HARBOR_TELEMETRY", "0")
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="evokit: verified, ever-harder terminal environments for RL agents.")
+console = Console()
+
+
+def _task_dirs(paths: list[Path]) -> list[Path]:
+    """Task folders among ``paths``: a folder with task.toml, or every such child of a folder."""
+    out = []
+    for p in paths:
+        if (p / "task.toml").is_file() or not p.is_dir():
+            out.append(p)
+        else:
+            children = sorted(c for c in p.iterdir() if (c / "task.toml").is_file())
+            out.extend(children or [p])
+    return out
+
+
+@app.command()
+def verify(
+    paths: Annotated[list[Path], typer.Argument(help="task folders, or folders of task folders")],
+    workers: Annotated[int, typer.Option(help="tasks verified at once")] = 2,
+    determinism_runs: Annotated[int, typer.Option(help="oracle runs in fresh sandboxes")] = 2,
+    rubric: Annotated[list[Path], typer.Option(help="TOML file of extra pattern rules")] = [],
+    log_dir: Annotated[Path | None, typer.Option(help="keep each trial's /logs here")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print verdicts as JSON lines")] = False,
+) -> None:
+    """Run the oracle, null-solution and rubric verifiers; exit 1 if any task fails."""
+    from evokit.verify import VerifyConfig, rubric_from, verify_many
+
+    cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=rubric_from(rubric), log_root=log_dir)
+    tasks = _task_dirs(paths)
+    verdicts = verify_many(tasks, cfg, workers=workers, progress=len(tasks) > 1 and not as_json)
+    if as_json:
+        for v in verdicts:
+            print(json.dumps(v.to_dict(), default=str))
+    else:
+        table = Table(title="evokit verify")
+        for col in ("task", "oracle", "null", "rubric", "time (s)", "verdict"):
+            table.add_column(col)
+        for v in verdicts:
+            by = {c.name: c for c in v.checks}
+            rubric_fail = [c.name.removeprefix("rubric:") for c in v.checks
+                           if c.name.startswith("rubric:") and not c.passed]
+            cell = lambda c: "-" if c is None else ("[green]pass" if c.passed else "[red]FAIL")  # noqa: E731
+            table.add_row(Path(v.task).name, cell(by.get("oracle")), cell(by.get("null")),
+                          "[green]pass" if not rubric_fail else "[red]" + ", ".join(rubric_fail),
+                          f"{v.timings.get('total', 0):.2f}", "[green]PASS" if v.passed else "[red]FAIL")
+        console.print(table)
+        for v in verdicts:
+            for c in v.failures:
+                console.print(f"[red]✗[/red] {Path(v.task).name} · {c.name}: {c.reason}")
+    raise typer.Exit(0 if all(v.passed for v in verdicts) else 1)
+
+
+@app.command()
+def run(
+    path: Annotated[Path, typer.Argument(help="a task folder")],
+    agent: Annotated[str, typer.Option(help="oracle (reference solution) or nop (does nothing)")] = "oracle",
+    log_dir: Annotated[Path | None, typer.Option(help="keep the trial's /logs here")] = None,
+) -> None:
+    """Run one trial of a task in the local sandbox and print its reward."""
+    from evokit.sandbox.task_env import image_for_task
+    from evokit.tasks import load_task
+    from evokit.verify import run_trial
+
+    if agent not in {"oracle", "nop"}:
+        raise typer.BadParameter("agent must be oracle or nop (LLM agents: see `evokit rollout`)")
+    task = load_task(path)
+    result = run_trial(task, image_for_task(task, log=lambda s: console.print(f"[dim]{s}")),
+                       kind="oracle" if agent == "oracle" else "null", log_dir=log_dir)
+    if result.error:
+        console.print(f"[red]error:[/red] {result.error}")
+    print(json.dumps({"task": path.name, "agent": agent, "rewards": result.rewards,
+                              "timings": {k: round(v, 3) for k, v in result.timings.items()}}))
+    raise typer.Exit(0 if result.rewards is not None else 1)
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

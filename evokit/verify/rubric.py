@@ -1,0 +1,257 @@
+"""The rubric verifier: quality rules over a task folder and its oracle / null runs (EE §4.1).
+
+EE's third verifier checks what oracle-passes / null-fails cannot: that the instruction
+and tests agree, that nothing leaks, that the task is well-posed. The paper's rubrics are
+*adaptive*: defects found by reviewing accepted environments become new rubric items. So
+rules here are data: a :class:`Rule` is a name, a one-line description and a pure
+function of a :class:`RubricContext`; a :class:`Rubric` is an ordered list of rules that
+a user extends in Python (``rubric.with_rules(my_rule)``) or from a TOML file of
+pattern rules (:func:`load_pattern_rules`), without touching evokit.
+
+Each rule returns ``(passed, reason)``; the reason is shown to users and, in the
+evolution harness, fed back to the modifier, so it says what is wrong and where.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harbor.models.task.config import NetworkMode
+from harbor.models.task.task import Task
+
+from evokit.verify.trial import TrialRun
+
+#: Where task outputs live: the task's workdir plus the usual output roots. Other absolute
+#: paths in tests (system files, URL paths inside expected data) are not outputs.
+_OUTPUT_ROOTS = ("/app", "/output", "/data", "/srv", "/home", "/workspace", "/mnt")
+_ABS_PATH = re.compile(r"(?<![\w.$}/:-])(/(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)")
+_NETWORK_FETCH = re.compile(
+    r"\b(pip3?\s+install|uv\s+(pip\s+)?(install|add|sync)|apt(-get)?\s+install|curl\s|wget\s|git\s+clone|npm\s+(i|install)\b)"
+)
+
+
+@dataclass
+class RubricContext:
+    """Everything a rule may look at."""
+
+    task: Task
+    oracle_runs: list[TrialRun] = field(default_factory=list)
+    null_run: TrialRun | None = None
+
+    @property
+    def root(self) -> Path:
+        return self.task.paths.task_dir
+
+    def read_tree(self, sub: str) -> dict[str, str]:
+        """Text files under ``sub`` (``tests``, ``solution``, ``environment``), by relative path."""
+        out = {}
+        base = self.root / sub
+        for p in sorted(base.rglob("*")) if base.is_dir() else []:
+            if p.is_file() and p.stat().st_size < 1 << 20:
+                try:
+                    out[str(p.relative_to(base))] = p.read_text()
+                except UnicodeDecodeError:
+                    pass
+        return out
+
+
+RuleFn = Callable[[RubricContext], tuple[bool, str]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rubric item. ``needs_runs``: evaluated after the oracle/null trials."""
+
+    name: str
+    description: str
+    check: RuleFn
+    needs_runs: bool = False
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """An ordered, extensible set of rules."""
+
+    rules: tuple[Rule, ...]
+
+    def with_rules(self, *rules: Rule) -> Rubric:
+        names = {r.name for r in rules}
+        return Rubric(tuple(r for r in self.rules if r.name not in names) + tuple(rules))
+
+    def without(self, *names: str) -> Rubric:
+        return Rubric(tuple(r for r in self.rules if r.name not in names))
+
+    def evaluate(self, ctx: RubricContext, *, runs: bool) -> list[tuple[Rule, bool, str]]:
+        out = []
+        for rule in self.rules:
+            if rule.needs_runs != runs:
+                continue
+            try:
+                ok, reason = rule.check(ctx)
+            except Exception as e:  # a broken rule is a failed rule, with the reason
+                ok, reason = False, f"rule raised {type(e).__name__}: {e}"
+            out.append((rule, ok, reason))
+        return out
+
+
+# ------------------------------------------------------------------------- static rules
+def instruction_nonempty(ctx: RubricContext) -> tuple[bool, str]:
+    words = len(ctx.task.instruction.split())
+    return words >= 5, f"instruction.md has {words} words (need ≥ 5)"
+
+
+def instruction_names_outputs(ctx: RubricContext) -> tuple[bool, str]:
+    """Every task path the tests check (outside harness/system dirs) appears in the instruction."""
+    instruction = ctx.task.instruction
+    workdir = (ctx.task.config.environment.workdir or "/app").rstrip("/")
+    roots = {workdir, *_OUTPUT_ROOTS} - {""}
+    tested = set()
+    for name, text in ctx.read_tree("tests").items():
+        if name.endswith((".sh", ".py", ".bash")):
+            tested |= {p for p in _ABS_PATH.findall(text)
+                       if any(p.startswith(r + "/") for r in roots)}
+
+    def named(p: str) -> bool:
+        rel = p.removeprefix(workdir + "/")
+        return p in instruction or rel in instruction or Path(p).name in instruction
+
+    missing = sorted(p for p in tested if not named(p))
+    if missing:
+        return False, f"tests check {', '.join(missing)} but instruction.md never names them"
+    return True, f"instruction names all {len(tested)} paths the tests check"
+
+
+def test_writes_reward(ctx: RubricContext) -> tuple[bool, str]:
+    text = "\n".join(ctx.read_tree("tests").values())
+    if "reward.txt" in text or "reward.json" in text:
+        return True, "tests/ write /logs/verifier/reward.{txt,json}"
+    return False, "nothing under tests/ mentions reward.txt or reward.json"
+
+
+def solution_does_not_read_tests(ctx: RubricContext) -> tuple[bool, str]:
+    for name, text in ctx.read_tree("solution").items():
+        if re.search(r"(?<![\w.-])/tests(/|\b)", text):
+            return False, f"solution/{name} refers to /tests (tests are not available to agents)"
+    return True, "solution never refers to /tests"
+
+
+def environment_does_not_leak(ctx: RubricContext) -> tuple[bool, str]:
+    """No solution file and no test script is copied into the image (byte-identical).
+
+    Input data duplicated under tests/ (so the tests can recompute an answer) is fine;
+    a test script or the reference solution inside the image hands the agent the answer.
+    """
+    secret = {}
+    for sub, pattern in (("solution", "*"), ("tests", "*.sh"), ("tests", "*.py")):
+        for p in (ctx.root / sub).rglob(pattern):
+            if p.is_file() and p.stat().st_size > 64:
+                secret[p.read_bytes()] = f"{sub}/{p.relative_to(ctx.root / sub)}"
+    for p in (ctx.root / "environment").rglob("*"):
+        if p.is_file() and (hit := secret.get(p.read_bytes())):
+            return False, f"environment/{p.relative_to(ctx.root / 'environment')} is a copy of {hit}"
+    return True, "no test script or solution file is copied into the environment"
+
+
+def tests_offline_when_forbidden(ctx: RubricContext) -> tuple[bool, str]:
+    env = ctx.task.config.environment
+    verifier_mode = ctx.task.config.verifier.network_mode or env.network_mode
+    if verifier_mode == NetworkMode.PUBLIC:
+        return True, "the task allows network access during tests"
+    for name, text in ctx.read_tree("tests").items():
+        if m := _NETWORK_FETCH.search(text):
+            return False, f"tests/{name} fetches at test time ({m.group(0).strip()!r}) but the task has no network"
+    return True, "tests fetch nothing at test time"
+
+
+def timeouts_set(ctx: RubricContext) -> tuple[bool, str]:
+    raw = tomllib.loads(ctx.task.paths.config_path.read_text())
+    missing = [s for s in ("agent", "verifier") if "timeout_sec" not in raw.get(s, {})]
+    if missing:
+        return False, f"task.toml sets no timeout_sec in [{'], ['.join(missing)}]"
+    return True, "agent and verifier timeouts are set"
+
+
+# ----------------------------------------------------------------------- rules over runs
+def oracle_deterministic(ctx: RubricContext) -> tuple[bool, str]:
+    rewards = [r.rewards for r in ctx.oracle_runs]
+    if len(rewards) < 2:
+        return True, "only one oracle run requested"
+    if all(r is not None and r == rewards[0] for r in rewards):
+        return True, f"oracle gave the same rewards in {len(rewards)} fresh sandboxes"
+    return False, f"oracle rewards differ across fresh sandboxes: {rewards}"
+
+
+def null_writes_reward(ctx: RubricContext) -> tuple[bool, str]:
+    run = ctx.null_run
+    if run is None or run.rewards is not None:
+        return True, "the tests write a reward even when nothing was done"
+    return False, f"with no solution the tests crash instead of scoring 0: {run.error}"
+
+
+DEFAULT_RUBRIC = Rubric((
+    Rule("instruction-nonempty", "instruction.md says something", instruction_nonempty),
+    Rule("instruction-names-outputs", "the instruction names every output the tests check",
+         instruction_names_outputs),
+    Rule("test-writes-reward", "tests/test.sh writes a reward file", test_writes_reward),
+    Rule("solution-no-tests", "the solution does not read tests/", solution_does_not_read_tests),
+    Rule("environment-no-leak", "the image contains no test or solution file", environment_does_not_leak),
+    Rule("tests-offline", "tests need no network when the task forbids it", tests_offline_when_forbidden),
+    Rule("timeouts-set", "agent and verifier timeouts are set in task.toml", timeouts_set),
+    Rule("oracle-deterministic", "the oracle passes alike in fresh sandboxes", oracle_deterministic,
+         needs_runs=True),
+    Rule("null-writes-reward", "the tests score a do-nothing run instead of crashing", null_writes_reward,
+         needs_runs=True),
+))
+
+
+def load_pattern_rules(path: str | Path) -> list[Rule]:
+    """Rules from a TOML file, for adaptive rubrics without Python::
+
+        [[rule]]
+        name = "no-sleep-in-tests"
+        description = "tests must not sleep"
+        files = "tests"            # tests | solution | environment | instruction
+        forbid = "\\bsleep\\s+\\d"    # or: require = "regex"
+    """
+    data = tomllib.loads(Path(path).read_text())
+    rules = []
+    for i, spec in enumerate(data.get("rule", [])):
+        where = f"{path}: rule #{i + 1}"
+        try:
+            name, files = spec["name"], spec.get("files", "tests")
+        except KeyError as e:
+            raise ValueError(f"{where}: missing key {e}") from None
+        if ("forbid" in spec) == ("require" in spec):
+            raise ValueError(f"{where} ({name}): give exactly one of 'forbid' or 'require'")
+        if files not in {"tests", "solution", "environment", "instruction"}:
+            raise ValueError(f"{where} ({name}): files must be tests, solution, environment or instruction")
+        pattern = re.compile(spec.get("forbid") or spec["require"], re.M)
+        rules.append(Rule(name, spec.get("description", name),
+                          _pattern_check(pattern, files, forbid="forbid" in spec)))
+    return rules
+
+
+def _pattern_check(pattern: re.Pattern, files: str, *, forbid: bool) -> RuleFn:
+    def check(ctx: RubricContext) -> tuple[bool, str]:
+        texts = {"instruction.md": ctx.task.instruction} if files == "instruction" else {
+            f"{files}/{k}": v for k, v in ctx.read_tree(files).items()}
+        hits = [name for name, text in texts.items() if pattern.search(text)]
+        if forbid:
+            return (not hits, f"/{pattern.pattern}/ found in {', '.join(hits)}" if hits
+                    else f"/{pattern.pattern}/ absent")
+        return (bool(hits), f"/{pattern.pattern}/ found in {hits[0]}" if hits
+                else f"/{pattern.pattern}/ not found in {files}")
+
+    return check
+
+
+def rubric_from(extra: Iterable[str | Path] = ()) -> Rubric:
+    """The default rubric plus the pattern rules of each TOML file in ``extra``."""
+    rubric = DEFAULT_RUBRIC
+    for path in extra:
+        rubric = rubric.with_rules(*load_pattern_rules(path))
+    return rubric

@@ -1,0 +1,138 @@
+"""The three verifiers of EE §4.1, run concurrently, folded into one :class:`Verdict`.
+
+* **oracle**: the reference solution, then the tests: reward ≥ ``oracle_threshold``
+  (1.0 by default; for a multi-metric ``reward.json`` choose ``reward_key`` or every
+  metric must pass);
+* **null**: nothing, then the tests: reward ≤ ``null_max_reward`` (0.0): the tests are
+  not vacuous;
+* **rubric**: :mod:`evokit.verify.rubric` over the folder and the two runs above; the
+  oracle runs ``determinism_runs`` times in fresh sandboxes for its determinism rule.
+
+A task that cannot even be loaded or built gets a failed verdict naming the reason (a
+``format`` or ``build`` check), never an exception: verification of many tasks goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from evokit.sandbox import DockerfileError, ImageBuildError, SandboxError
+from evokit.sandbox.task_env import image_for_task
+from evokit.tasks import TaskFormatError, content_hash, load_task
+from evokit.verify.rubric import DEFAULT_RUBRIC, Rubric, RubricContext
+from evokit.verify.trial import TrialRun, run_trial
+
+
+@dataclass(frozen=True)
+class VerifyConfig:
+    """How strict verification is; defaults follow EE §4.1."""
+
+    oracle_threshold: float = 1.0  # oracle must score at least this
+    null_max_reward: float = 0.0  # the do-nothing run must score at most this
+    reward_key: str | None = None  # reward.json metric to judge; None: "reward", else the minimum
+    determinism_runs: int = 2  # oracle runs in fresh sandboxes (rubric: oracle-deterministic)
+    rubric: Rubric = DEFAULT_RUBRIC
+    log_root: Path | None = None  # keep each trial's /logs here; None: keep nothing
+    parallel: bool = True  # run the oracle/null trials concurrently
+
+
+@dataclass
+class Check:
+    name: str  # "oracle", "null", "rubric:<rule>", "format", "build"
+    passed: bool
+    reason: str
+    duration_sec: float = 0.0
+
+
+@dataclass
+class Verdict:
+    """The structured outcome of verifying one task."""
+
+    task: str
+    content_hash: str | None
+    checks: list[Check] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    rewards: dict[str, list] = field(default_factory=dict)  # kind → rewards of each run
+    log_dir: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "passed": self.passed}
+
+
+def _score(run: TrialRun, cfg: VerifyConfig) -> float | None:
+    return run.reward(cfg.reward_key)
+
+
+def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verdict:
+    """Run the oracle, null and rubric verifiers on the task folder at ``path``."""
+    path = Path(path)
+    t0 = time.monotonic()
+    verdict = Verdict(task=str(path), content_hash=None)
+    try:
+        task = load_task(path)
+        verdict.content_hash = content_hash(path)
+    except (TaskFormatError, ValueError, FileNotFoundError) as e:
+        verdict.checks.append(Check("format", False, str(e)))
+        return verdict
+    ctx = RubricContext(task)
+    for rule, ok, reason in config.rubric.evaluate(ctx, runs=False):
+        verdict.checks.append(Check(f"rubric:{rule.name}", ok, reason))
+    try:
+        t = time.monotonic()
+        image = image_for_task(task)
+        verdict.timings["build"] = time.monotonic() - t
+    except (DockerfileError, ImageBuildError, SandboxError) as e:
+        verdict.checks.append(Check("build", False, str(e)))
+        return verdict
+
+    log_dir = None
+    if config.log_root is not None:
+        log_dir = Path(config.log_root) / f"{path.name}-{verdict.content_hash[:10]}"
+        verdict.log_dir = str(log_dir)
+    kinds = ["oracle"] * max(config.determinism_runs, 1) + ["null"]
+    jobs = [(k, None if log_dir is None else log_dir / f"{k}-{i}") for i, k in enumerate(kinds)]
+    with ThreadPoolExecutor(max_workers=len(jobs) if config.parallel else 1) as pool:
+        runs = list(pool.map(lambda j: run_trial(task, image, kind=j[0], log_dir=j[1]), jobs))
+    ctx.oracle_runs, ctx.null_run = runs[:-1], runs[-1]
+    verdict.rewards = {"oracle": [r.rewards for r in ctx.oracle_runs], "null": [ctx.null_run.rewards]}
+
+    oracle = ctx.oracle_runs[0]
+    score = _score(oracle, config)
+    verdict.checks.insert(0, Check(
+        "oracle", score is not None and score >= config.oracle_threshold,
+        oracle.error or f"reward {score} (need ≥ {config.oracle_threshold})", oracle.timings.get("total", 0.0)))
+    null = ctx.null_run
+    nscore = _score(null, config)
+    verdict.checks.insert(1, Check(
+        "null", nscore is not None and nscore <= config.null_max_reward,
+        null.error or f"reward {nscore} with no solution (need ≤ {config.null_max_reward})",
+        null.timings.get("total", 0.0)))
+    for rule, ok, reason in config.rubric.evaluate(ctx, runs=True):
+        verdict.checks.append(Check(f"rubric:{rule.name}", ok, reason))
+    verdict.timings["total"] = time.monotonic() - t0
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        (log_dir / "verdict.json").write_text(json.dumps(verdict.to_dict(), indent=2, default=str))
+    return verdict
+
+
+def verify_many(paths: list[str | Path], config: VerifyConfig = VerifyConfig(), *, workers: int = 2,
+                progress: bool = True) -> list[Verdict]:
+    """Verify many tasks, ``workers`` at a time, with a progress bar; order is kept."""
+    from tqdm import tqdm
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(verify_task, p, config) for p in paths]
+        return [f.result() for f in tqdm(futures, desc="verify", unit="task", disable=not progress)]

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Set up everything evokit needs on a fresh Debian/Ubuntu machine, idempotently:
+#   system tools for the local sandbox (bubblewrap, mmdebstrap, util-linux), a Python >= 3.12
+#   virtualenv in .venv, and evokit installed in it with the extras given as arguments.
+# Usage: scripts/setup.sh [EXTRAS]   (EXTRAS default: dev, e.g. "dev,notebooks")
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-dev}"
+
+need=()
+for tool in bwrap mmdebstrap unshare nsenter; do command -v "$tool" >/dev/null || need+=("$tool"); done
+if ((${#need[@]})); then
+  pkgs="bubblewrap mmdebstrap util-linux"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing $pkgs (missing: ${need[*]})"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
+  else
+    echo "setup: the local sandbox needs: ${need[*]}. Install them with:" >&2
+    echo "    sudo apt-get install -y $pkgs" >&2
+    echo "(evokit's local sandbox also needs root; otherwise use Harbor's docker backend)" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  py=""
+  for cand in python3.12 python3.13 python3; do
+    if command -v "$cand" >/dev/null && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+      py="$cand"; break
+    fi
+  done
+  if [ -z "$py" ]; then
+    echo "setup: evokit needs Python >= 3.12 (Harbor requires it). With pyenv: pyenv install 3.12.1" >&2
+    exit 1
+  fi
+  echo "setup: creating .venv with $($py --version)"
+  "$py" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip
+fi
+
+# Reinstall only when the project's dependency list or the extras change.
+stamp=".venv/.evokit-installed-$(cat pyproject.toml <(echo "$extras") | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "setup: installing evokit[$extras] into .venv"
+  .venv/bin/python -m pip install -q -e ".[$extras]" 2>&1 | grep -v -e "^WARNING: Location" -e "^$" || true
+  .venv/bin/python -c "import evokit, harbor" 
+  rm -f .venv/.evokit-installed-* && touch "$stamp"
+fi
