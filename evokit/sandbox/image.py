@@ -36,14 +36,34 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from evokit.sandbox import dockerfile as df
-from evokit.sandbox.bwrap import bwrap_base, overlay_argv, require_tools
+from evokit.sandbox.bwrap import bwrap_base, host_env, overlay_argv, require_tools
 from evokit.sandbox.process import run_capped
 
 BASE_FORMAT = 1  # bump to invalidate every cached base rootfs
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PROXY_VARS = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+#: Where build steps see the host's CA bundle. Networks that intercept TLS (corporate
+#: proxies, this project's CI) re-sign registry certificates with a CA that only the host
+#: trusts; Docker users add it to their daemon, we hand it to the build step. It lives on a
+#: tmpfs, so it never becomes part of a layer, and it does not change a layer's key.
+_BUILD_CA_DIR = "/run/evokit-host-ca"
+_CA_ENV = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
+           "NODE_EXTRA_CA_CERTS", "UV_NATIVE_TLS")
+
+
+def host_ca_bundle() -> Path | None:
+    """``$EVOKIT_CA_BUNDLE``, else the host's system bundle, if present ('' disables)."""
+    value = os.environ.get("EVOKIT_CA_BUNDLE")
+    if value is not None:
+        return Path(value) if value else None
+    default = Path("/etc/ssl/certs/ca-certificates.crt")
+    return default if default.is_file() else None
+# Docker Hub's official image only: `debian`, `library/debian`, or a registry host (a name
+# with a dot or a port, or localhost) then `debian` or `[.../]library/debian`; tag bookworm
+# or 12 with an optional -suffix/.suffix. `someuser/debian:bookworm` is someone else's image.
 _DEBIAN = re.compile(
-    r"^(?:[\w.-]+(?::\d+)?/)*(?:library/)?debian:(bookworm|12)(?:[\w.-]*)?(?:@sha256:[0-9a-f]{64})?$"
+    r"^(?:(?:[\w-]+\.[\w.-]+|localhost|[\w.-]+:\d+)/(?:(?:[\w.-]+/)*library/)?|library/)?"
+    r"debian:(bookworm|12)(?:[-.][\w.-]*)?(?:@sha256:[0-9a-f]{64})?$"
 )
 
 
@@ -229,17 +249,24 @@ def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin
     (tmp / "work").mkdir()
     env = {**{k: v for k, v in os.environ.items() if k in _PROXY_VARS}, **state.variables()}
     env.setdefault("HOME", "/root")
-    inner = bwrap_base(network=True, cwd="/", env=env) + [
+    ca_args: list[str] = []
+    if ca := host_ca_bundle():
+        ca_args = ["--tmpfs", _BUILD_CA_DIR, "--ro-bind", str(ca), f"{_BUILD_CA_DIR}/ca.crt"]
+        for var in _CA_ENV:
+            env.setdefault(var, "1" if var == "UV_NATIVE_TLS" else f"{_BUILD_CA_DIR}/ca.crt")
+    inner = bwrap_base(network=True, cwd="/", env=env) + ca_args + [
         "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "evokit-build",
         "--", "/bin/sh", "-c", 'mkdir -p "$0" && cd "$0" && exec "$@"', state.workdir, *argv,
     ]
     try:
         res = run_capped(overlay_argv(cache_root=root, lowerdirs=lowerdirs, upper_root=tmp,
                                       tmpfs_bytes=None, inner=inner),
-                         stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024)
+                         stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024, env=host_env())
         if res.timed_out or res.return_code != 0:
             why = f"timed out after {timeout:.0f}s" if res.timed_out else f"exit code {res.return_code}"
             raise ImageBuildError(f"{where}: build step failed ({why}):\n{(res.stdout + res.stderr)[-4000:]}")
+        if ca_args:  # the tmpfs mountpoint bwrap made is ours, not the step's
+            shutil.rmtree(tmp / "upper" / _BUILD_CA_DIR.lstrip("/"), ignore_errors=True)
         try:
             os.rename(tmp / "upper", root / rel)
         except OSError:

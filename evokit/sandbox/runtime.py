@@ -23,19 +23,29 @@ import io
 import json
 import os
 import shlex
+import signal
 import subprocess
 import tarfile
 import threading
 import uuid
 from pathlib import Path, PurePosixPath
 
-from evokit.sandbox.bwrap import DOCKER_DEFAULT_CAPS, bwrap_base, overlay_argv, require_tools
+from evokit.sandbox.bwrap import DOCKER_DEFAULT_CAPS, bwrap_base, host_env, overlay_argv, require_tools
 from evokit.sandbox.cgroup import Cgroup, Limits
 from evokit.sandbox.image import Image, _as_user
 from evokit.sandbox.process import ExecResult, run_capped
 
 RUN_DIR = Path(os.environ.get("EVOKIT_RUN_DIR", "/run/evokit"))
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+
+
+def tar_bytes(source: str | Path) -> bytes:
+    """An uncompressed tar of the *contents* of the host dir ``source`` (to extract in a sandbox)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for child in sorted(Path(source).iterdir()):
+            tar.add(child, arcname=child.name)
+    return buf.getvalue()
 
 
 class SandboxError(RuntimeError):
@@ -63,6 +73,7 @@ class Sandbox:
         self.state_dir = RUN_DIR / self.id
         self._init = None
         self._pidns_fd: int | None = None
+        self._pid1_fd: int | None = None  # pidfd of the sandbox's pid 1
         self._ns: dict[str, str] = {}
         self.cgroup: Cgroup | None = None
         self._lock = threading.Lock()
@@ -78,35 +89,47 @@ class Sandbox:
                   "--info-fd", str(info_w)]
         if not self.network:
             inner.append("--unshare-net")
-        inner += ["--", "sleep", "infinity"]
+        # The init makes the harness dirs, says "ready" (so start() returns only once the
+        # sandbox can take commands), then sleeps as the namespaces' anchor.
+        setup = ("mkdir -p " + " ".join([*LOG_DIRS, shlex.quote(self.workdir)]) + " && chmod 777 "
+                 + " ".join(LOG_DIRS) + " && echo ready && exec sleep infinity")
+        inner += ["--", "/bin/sh", "-c", setup]
         storage = (self.limits.storage_mb or 100_000) * 1024 * 1024
         argv = overlay_argv(cache_root=self.image.root, lowerdirs=self.image.lowerdirs,
                             upper_root=self.state_dir, tmpfs_bytes=storage, inner=inner)
-        self._init = subprocess.Popen(argv, pass_fds=(info_w,), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                      preexec_fn=self.cgroup.join_self, start_new_session=True)
+        self._init = subprocess.Popen(self.cgroup.wrap(argv), pass_fds=(info_w,), stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      start_new_session=True, env=host_env())
         os.close(info_w)
         with os.fdopen(info_r, "rb") as f:
             raw = f.read()  # bwrap closes the fd once the sandbox is set up (or on failure)
-        if not raw:
+        ready = self._init.stdout.readline()
+        self._init.stdout.close()
+        if not raw or ready.strip() != b"ready":
+            self._init.wait(timeout=10) if self._init.poll() is None and not raw else None
             err = self._init.stderr.read().decode(errors="replace") if self._init.poll() is not None else ""
             self.stop()
-            raise SandboxError(f"sandbox failed to start: {err.strip() or 'bwrap wrote no info'}")
+            raise SandboxError(f"sandbox failed to start: {err.strip() or 'the init never became ready'}")
         child = json.loads(raw)["child-pid"]
         self._ns = {name: f"/proc/{child}/ns/{name}" for name in ("net", "uts", "ipc", "pid")}
         self._ns["mnt"] = f"/proc/{self._init.pid}/ns/mnt"
         self._pidns_fd = os.open(self._ns["pid"], os.O_RDONLY)
-        res = self.exec("mkdir -p " + " ".join([*LOG_DIRS, shlex.quote(self.workdir)])
-                        + " && chmod 777 " + " ".join(LOG_DIRS), user="root", cwd="/")
-        if not res.ok:
-            self.stop()
-            raise SandboxError(f"sandbox set-up failed: {res.stderr.strip()}")
+        self._pid1_fd = os.pidfd_open(child)
         return self
 
     def stop(self) -> None:
         """Kill every process of the sandbox and release its mounts, cgroup and state dir."""
         with self._lock:
             if self._init is not None:
+                # Kill the namespace's pid 1 first: the kernel kills every process in the
+                # namespace, pid 1 reaps them and bwrap outside reaps pid 1. Killing the whole
+                # group at once orphans pid 1 to the host's init: a zombie until that reaps it.
+                if self._pid1_fd is not None:
+                    try:
+                        signal.pidfd_send_signal(self._pid1_fd, signal.SIGKILL)
+                        self._init.wait(timeout=5)
+                    except (ProcessLookupError, subprocess.TimeoutExpired):
+                        pass
                 try:
                     os.killpg(self._init.pid, 9)
                 except ProcessLookupError:
@@ -115,9 +138,10 @@ class Sandbox:
                 if self._init.stderr:
                     self._init.stderr.close()
                 self._init = None
-            if self._pidns_fd is not None:
-                os.close(self._pidns_fd)
-                self._pidns_fd = None
+            for fd in (self._pidns_fd, self._pid1_fd):
+                if fd is not None:
+                    os.close(fd)
+            self._pidns_fd = self._pid1_fd = None
             if self.cgroup is not None:
                 self.cgroup.kill()
                 self.cgroup = None
@@ -158,8 +182,8 @@ class Sandbox:
         full = ["nsenter", f"--mount={self._ns['mnt']}", f"--net={self._ns['net']}",
                 f"--uts={self._ns['uts']}", f"--ipc={self._ns['ipc']}", "--",
                 *inner, "--pidns", str(self._pidns_fd), "--", *_as_user(argv, user)]
-        return run_capped(full, stdin=stdin, timeout_sec=timeout_sec, pass_fds=(self._pidns_fd,),
-                          preexec_fn=self.cgroup.join_self, max_output_bytes=max_output_bytes,
+        return run_capped(self.cgroup.wrap(full), stdin=stdin, timeout_sec=timeout_sec,
+                          pass_fds=(self._pidns_fd,), max_output_bytes=max_output_bytes, env=host_env(),
                           keep_bytes=keep_bytes)
 
     # ---------------------------------------------------------------- files
@@ -172,11 +196,7 @@ class Sandbox:
 
     def upload_dir(self, source: str | Path, target: str) -> None:
         """Copy the *contents* of ``source`` into ``target`` (created if missing)."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            for child in sorted(Path(source).iterdir()):
-                tar.add(child, arcname=child.name)
-        self._untar(buf.getvalue(), target)
+        self._untar(tar_bytes(source), target)
 
     def write_file(self, target: str, data: bytes | str, mode: int = 0o644) -> None:
         data = data.encode() if isinstance(data, str) else data

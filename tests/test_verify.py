@@ -1,0 +1,208 @@
+"""The three verifiers (oracle, null solution, rubric) on good and deliberately broken tasks.
+
+Every task here runs for real in the local sandbox; the broken ones are small variants of a
+good task written into tmp_path, so each failure mode is checked against its own reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evokit.tasks import write_task
+from evokit.verify import Rule, VerifyConfig, load_pattern_rules, parse_rewards, verify_task
+from evokit.verify.rubric import DEFAULT_RUBRIC
+from evokit.verify.trial import RewardError
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted(p for p in (ROOT / "examples" / "tasks").iterdir() if (p / "task.toml").is_file())
+
+GOOD_TEST = """#!/bin/bash
+mkdir -p /logs/verifier
+if [ "$(cat /app/answer.txt 2>/dev/null)" = "42" ]; then echo 1 > /logs/verifier/reward.txt
+else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+def make_task(root: Path, name: str = "answer", *, test: str = GOOD_TEST, solve: str = "echo 42 > /app/answer.txt",
+              dockerfile: str = "FROM debian:bookworm-slim\nWORKDIR /app\n", env_files=None,
+              agent_timeout: float = 30) -> Path:
+    from evokit.tasks import default_task_config
+
+    cfg = default_task_config()
+    cfg.agent.timeout_sec = agent_timeout
+    return write_task(root / name, instruction="Write the number 42 to /app/answer.txt and nothing else.",
+                      dockerfile=dockerfile, environment_files=env_files or {},
+                      tests={"test.sh": test}, solution={"solve.sh": "#!/bin/bash\n" + solve + "\n"}, config=cfg)
+
+
+def checks(verdict) -> dict[str, tuple[bool, str]]:
+    return {c.name: (c.passed, c.reason) for c in verdict.checks}
+
+
+@pytest.mark.parametrize("task", EXAMPLES, ids=lambda p: p.name)
+def test_bundled_examples_verify(task):
+    """Each bundled example passes all three verifiers: oracle 1, null 0, every rubric rule."""
+    v = verify_task(task)
+    assert v.passed, [(c.name, c.reason) for c in v.failures]
+    assert v.rewards["oracle"] == [{"reward": 1.0}, {"reward": 1.0}]
+    assert v.rewards["null"] == [{"reward": 0.0}]
+
+
+def test_tb2_style_task_builds_and_verifies():
+    """A Terminal-Bench-2-style task (apt + pip at build time, COPY'd fixtures) verifies: oracle 1, null 0."""
+    v = verify_task(ROOT / "tests" / "data" / "tb2_style" / "csv-to-parquet-lite")
+    assert v.passed, [(c.name, c.reason) for c in v.failures]
+
+
+def test_good_task_and_logs_kept(tmp_path):
+    """A minimal good task passes; with log_root each trial's /logs and verdict.json are kept on disk."""
+    task = make_task(tmp_path)
+    v = verify_task(task, VerifyConfig(log_root=tmp_path / "logs"))
+    assert v.passed, v.failures
+    log = Path(v.log_dir)
+    assert json.loads((log / "verdict.json").read_text())["passed"] is True
+    assert (log / "oracle-0" / "verifier" / "reward.txt").read_text().strip() == "1"
+    assert (log / "null-2" / "verifier" / "reward.txt").read_text().strip() == "0"
+
+
+def test_vacuous_tests_fail_the_null_check(tmp_path):
+    """Tests that always pass are caught: the do-nothing run must score 0."""
+    task = make_task(tmp_path, test="#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    c = checks(verify_task(task))
+    assert c["oracle"][0] and not c["null"][0]
+    assert "reward 1.0 with no solution" in c["null"][1]
+
+
+def test_missing_reward_file_is_an_error_not_a_zero(tmp_path):
+    """A test script that writes no reward fails oracle and null with a reason naming the reward file."""
+    task = make_task(tmp_path, test="#!/bin/bash\ntrue\n")
+    v = verify_task(task)
+    c = checks(v)
+    assert not c["oracle"][0] and "no reward file" in c["oracle"][1]
+    assert not c["null"][0] and not c["rubric:null-writes-reward"][0]
+    assert not c["rubric:test-writes-reward"][0]
+
+
+def test_hanging_solution_times_out(tmp_path):
+    """A solution that hangs is killed at the agent timeout and the oracle check says so."""
+    task = make_task(tmp_path, solve="sleep 600", agent_timeout=2)
+    v = verify_task(task, VerifyConfig(determinism_runs=1))
+    c = checks(v)
+    assert not c["oracle"][0] and "timed out" in c["oracle"][1]
+    assert v.timings["total"] < 30
+
+
+def test_dockerfile_that_fails_to_build(tmp_path):
+    """A failing RUN gives a failed 'build' check naming the Dockerfile line, not an exception."""
+    task = make_task(tmp_path, dockerfile="FROM debian:bookworm-slim\nRUN echo about to fail && false\n")
+    c = checks(verify_task(task))
+    assert not c["build"][0]
+    assert "Dockerfile:2" in c["build"][1] and "about to fail" in c["build"][1]
+
+
+def test_unsupported_base_image(tmp_path):
+    """A base the local sandbox cannot build is a clear 'build' failure that points to Harbor's docker backend."""
+    task = make_task(tmp_path, dockerfile="FROM python:3.12-slim\n")
+    c = checks(verify_task(task))
+    assert not c["build"][0] and "python:3.12-slim" in c["build"][1] and "docker" in c["build"][1]
+
+
+def test_malformed_task_toml(tmp_path):
+    """A task.toml that is not TOML gives a failed 'format' check naming the file."""
+    task = make_task(tmp_path)
+    (task / "task.toml").write_text("[agent\ntimeout_sec = ")
+    c = checks(verify_task(task))
+    assert not c["format"][0] and "task.toml" in c["format"][1]
+
+
+def test_missing_test_script(tmp_path):
+    """A task without tests/test.sh is refused at load time with a reason naming it."""
+    task = make_task(tmp_path)
+    (task / "tests" / "test.sh").unlink()
+    c = checks(verify_task(task))
+    assert not c["format"][0] and "test.sh" in c["format"][1]
+
+
+def test_nondeterministic_oracle_is_caught(tmp_path):
+    """Rewards that differ between two fresh sandboxes fail the determinism rule."""
+    test = ('#!/bin/bash\nmkdir -p /logs/verifier\n'
+            'echo "{\\"reward\\": 1, \\"nonce\\": $(od -An -N4 -tu4 /dev/urandom)}" > /logs/verifier/reward.json\n')
+    c = checks(verify_task(make_task(tmp_path, test=test)))
+    assert c["oracle"][0]
+    assert not c["rubric:oracle-deterministic"][0]
+
+
+def test_solution_copied_into_environment_is_a_leak(tmp_path):
+    """A reference solution shipped inside the image fails the leak rule."""
+    solve = "# a long enough solution comment to count as content\necho 42 > /app/answer.txt"
+    task = make_task(tmp_path, solve=solve, env_files={"solve.sh": "#!/bin/bash\n" + solve + "\n"},
+                     dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\nCOPY solve.sh /opt/\n")
+    c = checks(verify_task(task))
+    assert not c["rubric:environment-no-leak"][0] and "solve.sh" in c["rubric:environment-no-leak"][1]
+
+
+def test_instruction_must_name_tested_outputs(tmp_path):
+    """Tests that check a file the instruction never mentions fail the instruction rule."""
+    test = GOOD_TEST.replace("/app/answer.txt", "/app/secret_output.txt")
+    c = checks(verify_task(make_task(tmp_path, test=test, solve="echo 42 > /app/secret_output.txt")))
+    assert not c["rubric:instruction-names-outputs"][0]
+    assert "/app/secret_output.txt" in c["rubric:instruction-names-outputs"][1]
+
+
+def test_rubric_is_extensible_from_toml_and_python(tmp_path):
+    """User rules (TOML pattern rules and Python rules) run alongside the defaults."""
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nname = "no-cat"\nfiles = "tests"\nforbid = "\\\\bcat\\\\b"\n')
+    python_rule = Rule("has-answer-word", "instruction says 'number'",
+                       lambda ctx: ("number" in ctx.task.instruction, "checked"))
+    rubric = DEFAULT_RUBRIC.with_rules(*load_pattern_rules(rules), python_rule)
+    c = checks(verify_task(make_task(tmp_path), VerifyConfig(rubric=rubric, determinism_runs=1)))
+    assert not c["rubric:no-cat"][0]
+    assert c["rubric:has-answer-word"][0]
+
+
+def test_pattern_rule_file_errors_name_the_rule(tmp_path):
+    """A malformed rule file gives an error naming the file and the rule."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[rule]]\nname = "x"\nforbid = "a"\nrequire = "b"\n')
+    with pytest.raises(ValueError, match="bad.toml.*x"):
+        load_pattern_rules(bad)
+
+
+def test_reward_contract():
+    """reward.json wins over reward.txt; non-numeric, empty and non-finite rewards are errors."""
+    assert parse_rewards({"reward.txt": b"0.5\n"}) == {"reward": 0.5}
+    assert parse_rewards({"reward.txt": b"1", "reward.json": b'{"a": 1, "b": 0}'}) == {"a": 1.0, "b": 0.0}
+    for bad in ({"reward.txt": b""}, {"reward.txt": b"yes"}, {"reward.json": b'{"a": "1"}'},
+                {"reward.json": b"NaN"}, {"reward.json": b"{"}, {}):
+        with pytest.raises(RewardError):
+            parse_rewards(bad)
+
+
+def test_multi_metric_threshold(tmp_path):
+    """With reward.json metrics, reward_key picks the judged metric; without it the minimum is judged."""
+    test = ('#!/bin/bash\nmkdir -p /logs/verifier\nif [ -f /app/answer.txt ]; then a=1; else a=0; fi\n'
+            'echo "{\\"correct\\": $a, \\"style\\": 0.5}" > /logs/verifier/reward.json\n')
+    task = make_task(tmp_path, test=test)
+    assert not checks(verify_task(task, VerifyConfig(determinism_runs=1)))["oracle"][0]
+    assert checks(verify_task(task, VerifyConfig(determinism_runs=1, reward_key="correct")))["oracle"][0]
+
+
+def test_cli_verify_and_run(tmp_path):
+    """`evokit verify` exits 1 when a task fails and prints the table; `evokit run --agent nop` prints reward 0."""
+    good = make_task(tmp_path, "good")
+    bad = make_task(tmp_path, "bad", test="#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    cli = [sys.executable, "-m", "evokit.cli"]
+    out = subprocess.run([*cli, "verify", str(good), str(bad)], capture_output=True, text=True)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "good" in out.stdout and "bad" in out.stdout and "null" in out.stdout
+    assert subprocess.run([*cli, "verify", str(good)], capture_output=True).returncode == 0
+    out = subprocess.run([*cli, "run", str(good), "--agent", "nop"], capture_output=True, text=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1])["rewards"] == {"reward": 0.0}
+    shutil.rmtree(tmp_path / "bad")
