@@ -21,6 +21,7 @@ that ``harbor run``, TRL, SkyRL and rLLM consume it unchanged. Hence:
 import hashlib
 import math
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -51,6 +52,7 @@ HASHED_PARTS = (INSTRUCTION_FILE, "trajectory.json", "environment", "tests", "so
 IGNORED_NAMES = frozenset({"__pycache__", ".DS_Store"})
 _HASH_DOMAIN = b"evokit-content-hash-v1\0"  # bump if the encoding below ever changes
 _SHA256_HEX = r"^[0-9a-f]{64}$"
+_UNION_TAG = re.compile(r"^(int|float|str|bool|none|[a-z-]+\[.*\]|[A-Z][A-Za-z0-9]*)$")
 
 StrPath = str | os.PathLike[str]
 FileContent = bytes | str
@@ -67,22 +69,25 @@ class TaskFormatError(ValueError):
         self.folder = Path(folder)
         self.file = file
         self.problem = problem
-        where = self.folder / file if file else self.folder
-        super().__init__(f"task {self.folder}: {file or 'folder'}: {problem} [{where}]")
+        super().__init__(f"{self.folder}/{file}: {problem}" if file else f"{folder}: {problem}")
 
     def __reduce__(self):  # keep it picklable across process pools (args != __init__ args)
         return (type(self), (self.folder, self.file, self.problem))
 
 
 def _describe_validation_error(err: ValidationError) -> str:
-    """One line per pydantic error, naming the dotted field path the way task.toml spells it."""
-    lines = []
+    """One clause per offending field, named by the dotted path the file spells it with.
+
+    pydantic puts union-member tags (``int``, ``float``, ``ArtifactConfig``) into error locations;
+    they are dropped, and the alternatives for one field are joined with "or".
+    """
+    problems: dict[str, list[str]] = {}
     for e in err.errors():
-        loc = ".".join(str(part) for part in e["loc"]) or "(top level)"
+        parts = [str(p) for p in e["loc"] if not _UNION_TAG.match(str(p))]
         value = e.get("input")
         shown = f" (got {value!r})" if isinstance(value, str | int | float | bool) else ""
-        lines.append(f"field '{loc}': {e['msg']}{shown}")
-    return "; ".join(lines)
+        problems.setdefault(".".join(parts) or "(top level)", []).append(e["msg"] + shown)
+    return "; ".join(f"field '{loc}': {' or '.join(msgs)}" for loc, msgs in problems.items())
 
 
 # --------------------------------------------------------------------------------------- reading

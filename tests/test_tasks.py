@@ -16,7 +16,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from harbor.models.task.config import NetworkMode, TaskConfig
+from harbor.models.task.config import NetworkMode, TaskConfig, TaskOS
 from harbor.models.task.task import Task
 
 from evokit.tasks import (
@@ -121,6 +121,14 @@ def test_failed_write_leaves_nothing_behind(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_write_task_never_publishes_a_folder_harbor_rejects(tmp_path: Path) -> None:
+    config = default_task_config()
+    config.environment.os = TaskOS.WINDOWS  # Harbor then wants tests/test.bat, which we lack
+    with pytest.raises(TaskFormatError, match="tests/test.bat: missing"):
+        write_task(tmp_path / "t", config=config, **_files())
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_custom_config_is_used_and_not_mutated(tmp_path: Path) -> None:
     config = default_task_config()
     config.agent.timeout_sec = 30.0
@@ -172,14 +180,19 @@ def test_hash_pins_its_encoding(tmp_path: Path) -> None:
     (root / "tests" / "test.sh").write_bytes(b"true\n")
     os.chmod(root / "instruction.md", 0o644)
     os.chmod(root / "tests" / "test.sh", 0o755)
+
     # Spelled out: domain tag, then per file in path order: kind+exec flag, len+path, len+bytes.
     def n(b: bytes) -> bytes:
         return len(b).to_bytes(8, "big") + b
 
     expected = hashlib.sha256(
         b"evokit-content-hash-v1\0"
-        + b"F-" + n(b"instruction.md") + n(b"hi\n")
-        + b"Fx" + n(b"tests/test.sh") + n(b"true\n")
+        + b"F-"
+        + n(b"instruction.md")
+        + n(b"hi\n")
+        + b"Fx"
+        + n(b"tests/test.sh")
+        + n(b"true\n")
     ).hexdigest()
     assert content_hash(root) == expected
     assert expected == "d7b49d584329324a4212c9876467111576598bd01608569c701d0d46916ddd18"
@@ -280,6 +293,7 @@ memory = "2G"
 """
 
 
+@pytest.mark.filterwarnings("ignore:The 'memory' field is deprecated:DeprecationWarning")
 def test_metadata_round_trip_keeps_foreign_keys(task: Path) -> None:
     (task / "task.toml").write_text(FOREIGN_TOML)
     before_cfg = load_task(task).config
@@ -327,7 +341,10 @@ def test_write_metadata_refuses_a_stale_hash(task: Path) -> None:
 @pytest.mark.parametrize(
     ("table", "field"),
     [
-        ('[metadata.evokit.lineage]\ndirection = "sideways"\n', "metadata.evokit.lineage.direction"),
+        (
+            '[metadata.evokit.lineage]\ndirection = "sideways"\n',
+            "metadata.evokit.lineage.direction",
+        ),
         ("[metadata.evokit.lineage]\ngeneration = -1\n", "metadata.evokit.lineage.generation"),
         ('[metadata.evokit]\nsurprise = "x"\n', "metadata.evokit.surprise"),
         ('[metadata.evokit]\ncontent_hash = "abc"\n', "metadata.evokit.content_hash"),
@@ -447,9 +464,13 @@ def test_migrate_terminal_bench(tmp_path: Path, compose: bool) -> None:
     assert 'bash "/tests/check.sh"' in test_sh and "$TEST_DIR" not in test_sh
     assert "/logs/verifier/reward.txt" in test_sh
     assert (dest / "tests" / "check.sh").is_file()
-    assert _mode(dest / "tests" / "test.sh") & 0o111 and _mode(dest / "solution" / "solve.sh") & 0o111
+    assert (
+        _mode(dest / "tests" / "test.sh") & 0o111 and _mode(dest / "solution" / "solve.sh") & 0o111
+    )
     dockerfile = (dest / "environment" / "Dockerfile").read_text()
-    assert dockerfile.startswith("FROM debian:bookworm-slim") and "ENV TEST_DIR=/tests" in dockerfile
+    assert (
+        dockerfile.startswith("FROM debian:bookworm-slim") and "ENV TEST_DIR=/tests" in dockerfile
+    )
     assert (dest / "environment" / "input.txt").read_text() == "a\nb\nc\n"
     assert not (dest / "environment" / "docker-compose.yaml").exists()  # collapsed into Dockerfile
     assert not (src / "docker-compose.yaml").exists() or compose  # source left untouched
@@ -511,17 +532,29 @@ def test_example_task_contract(folder: Path) -> None:
     assert "mkdir -p /logs/verifier" in test_sh and "/logs/verifier/reward.txt" in test_sh
     # The instruction must name every /app path the tests look at (TB 2.1's most common fix).
     instruction = (folder / "instruction.md").read_text()
-    checked = {m.group(0) for p in (folder / "tests").rglob("*") for m in APP_PATH.finditer(p.read_text())}
+    checked = {
+        m.group(0) for p in (folder / "tests").rglob("*") for m in APP_PATH.finditer(p.read_text())
+    }
     assert checked, "tests check no /app path"
     missing = sorted(path for path in checked if path not in instruction)
     assert not missing, f"instruction.md does not mention {missing}"
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # TB2's legacy memory/storage keys
 def test_tb2_style_fixture_loads() -> None:
     task = load_task(TB2_FIXTURE)
     assert Task(TB2_FIXTURE).instruction
     dockerfile = (TB2_FIXTURE / "environment" / "Dockerfile").read_text()
-    for needle in ("FROM debian:bookworm-slim", "pip install", "ARG ", "ENV ", "COPY data/", "\\\n"):
+    for needle in (
+        "FROM debian:bookworm-slim",
+        "pip install",
+        "ARG ",
+        "ENV ",
+        "COPY data/",
+        "\\\n",
+    ):
         assert needle in dockerfile
     assert (TB2_FIXTURE / "README.md").is_file()
-    assert task.config.environment.workdir in (None, "/app")
+    assert task.config.schema_version == "1.0"  # TB2's `version` key, renamed by Harbor
+    assert task.config.environment.memory_mb == 2048  # legacy memory = "2G", migrated
+    assert task.config.environment.storage_mb == 4096

@@ -1,0 +1,1 @@
+script.sh line 0 452762
