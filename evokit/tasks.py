@@ -202,6 +202,11 @@ class EvokitMetadata(BaseModel):
         default=None,
         description="Ordered scenario-skill steps the task exercises (filled by the generator).",
     )
+    seed: int | None = Field(default=None, description="Seed the plan was rendered with (evokit.plan.render).")
+    goal: str | None = Field(default=None, description="The plan's goal g (EE's instruction context).")
+    difficulty: dict[str, float] | None = Field(
+        default=None, description="D_T and its parts (length, scenario, skill) under the catalog priors."
+    )
     lineage: Lineage | None = None
     content_hash: str | None = Field(
         default=None,
