@@ -90,6 +90,68 @@ def run(
     raise typer.Exit(0 if result.rewards is not None else 1)
 
 
+def _client(model: str | None, api_base: str | None):
+    from evokit.llm import LLMClient
+
+    if model is None:
+        return None
+    return LLMClient(model=model, api_base=api_base, backend="openai" if api_base else "litellm")
+
+
+@app.command()
+def difficulty(
+    paths: Annotated[list[Path], typer.Argument(help="task folders, or folders of task folders")],
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per task")] = False,
+    reference: Annotated[str, typer.Option(help="catalog | empirical (over the given tasks) | llm")] = "catalog",
+    model: Annotated[str | None, typer.Option(help="LLM for foreign tasks' plans / the llm reference")] = None,
+    api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")] = None,
+) -> None:
+    """D_T of each task and its decomposition into length, scenario and skill terms (EE §3)."""
+    from evokit import difficulty as dt
+    from evokit.extract import extract
+
+    client = _client(model, api_base)
+    tasks = _task_dirs(paths)
+    plans = [extract(t, client) for t in tasks]
+    if reference == "catalog":
+        ref = dt.catalog_reference()
+    elif reference == "empirical":
+        ref = dt.empirical_reference(plans)
+    elif reference == "llm":
+        if client is None:
+            raise typer.BadParameter("--reference llm needs --model (and --api-base for a local server)")
+        ref = dt.llm_reference(client)
+    else:
+        raise typer.BadParameter("reference must be catalog, empirical or llm")
+    rows = [{"task": t.name, "steps": [f"{s.scenario}/{s.skill}" for s in p.steps], **dt.score(p, ref).as_dict()}
+            for t, p in zip(tasks, plans, strict=True)]
+    if as_json:
+        for r in rows:
+            print(json.dumps(r))
+        return
+    table = Table(title=f"D_T under the {ref.name} reference")
+    for col in ("task", "L", "D_T", "length", "scenario", "skill", "steps"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["task"], str(int(r["length"])), f"{r['total']:.2f}", f"{r['length_term']:.2f}",
+                      f"{r['scenario_term']:+.2f}", f"{r['skill_term']:+.2f}", " → ".join(r["steps"]))
+    console.print(table)
+
+
+@app.command()
+def seeds(
+    n: Annotated[int, typer.Option("--n", help="number of seed tasks")] = 20,
+    seed: Annotated[int, typer.Option(help="random seed of the pool")] = 0,
+    out: Annotated[Path, typer.Option(help="where to write the seed folders")] = Path("runs/seeds"),
+    workers: Annotated[int, typer.Option(help="seeds generated and verified at once")] = 2,
+) -> None:
+    """Write N verified seed tasks (2–5 steps), balanced over scenario domains, spanning D_T."""
+    from evokit.seeds import make_seeds
+
+    rows = make_seeds(n, seed, out, workers=workers)
+    console.print(f"{len(rows)} verified seeds in {out} (index: {out / 'seeds.jsonl'})")
+
+
 def main() -> None:  # pragma: no cover
     app()
 

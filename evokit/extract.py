@@ -1,0 +1,107 @@
+"""Recover a task's plan ξ_E: exactly for evokit tasks, through an LLM for any other Harbor task.
+
+EE's proposer starts by extracting the (σ, κ) sequence of the current environment. For tasks
+evokit rendered, the plan is in ``[metadata.evokit]``; for anybody else's task we ask an LLM to
+map it onto the catalog vocabulary, allowing free text ("other") when nothing fits. The reply is
+validated (known pair names, dependencies on earlier steps) and the validation error is sent back
+for another try; after the retry budget the call fails with every reason (:class:`LLMReplyError`).
+With a server that supports schema-constrained decoding (llama.cpp, vLLM) the reply is also
+constrained to the catalog's pairs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evokit.catalog import SCENARIOS, SKILLS, pairs
+from evokit.llm import LLMClient, prompt
+from evokit.plan import Plan, PlanError, Step
+from evokit.tasks import load_task, read_metadata
+
+OTHER = "other"
+MAX_STEPS = 8
+_TEMPLATE_TEXT = {"the situation in a few words", "the technique in a few words", "<only for other>"}
+
+
+def plan_of(path: str | Path) -> Plan | None:
+    """The exact plan of an evokit-rendered task (None for a foreign task)."""
+    meta = read_metadata(path)
+    if meta is None or not meta.plan:
+        return None
+    return Plan.from_records(meta.plan, goal=meta.goal or "")
+
+
+def _schema(names: list[str]) -> dict:
+    return {"type": "object", "required": ["steps"], "properties": {"steps": {
+        "type": "array", "minItems": 1, "maxItems": MAX_STEPS, "items": {
+            # Grammars cannot say "descriptions only when pair is other", so they are always
+            # required (ignored for catalog pairs): a constrained model can then always answer.
+            "type": "object", "required": ["pair", "other_scenario", "other_skill", "reads_previous"], "properties": {
+                "pair": {"type": "string", "enum": names},
+                "other_scenario": {"type": "string", "minLength": 2, "maxLength": 60},
+                "other_skill": {"type": "string", "minLength": 2, "maxLength": 60},
+                "reads_previous": {"type": "boolean"}}}}}}
+
+
+def validate_reply(reply) -> Plan:
+    """JSON reply → Plan; raises ValueError naming the offending step (fed back to the model)."""
+    if not isinstance(reply, dict) or not isinstance(reply.get("steps"), list) or not reply["steps"]:
+        raise ValueError('expected an object {"steps": [...]} with at least one step')
+    known = set(pairs())
+    steps = []
+    for i, item in enumerate(reply["steps"][:MAX_STEPS], 1):
+        if not isinstance(item, dict) or not isinstance(item.get("pair"), str):
+            raise ValueError(f'step {i}: expected {{"pair": "<scenario>/<skill>"}}, got {item!r}')
+        pair = item["pair"].strip()
+        if pair == OTHER:
+            s = str(item.get("other_scenario") or "").strip()
+            k = str(item.get("other_skill") or "").strip()
+            if not s or not k:
+                raise ValueError(f"step {i}: 'other' needs other_scenario and other_skill descriptions")
+            if {s, k} & _TEMPLATE_TEXT:
+                raise ValueError(f"step {i}: describe this task's own scenario and skill, not the template's words")
+            scenario, skill = f"{OTHER}:{s}", f"{OTHER}:{k}"
+        else:
+            scenario, _, skill = pair.partition("/")
+            if (scenario, skill) not in known:
+                hint = "unknown scenario" if scenario not in SCENARIOS else (
+                    "unknown skill" if skill not in SKILLS else "skill does not apply to that scenario")
+                raise ValueError(f"step {i}: {pair!r} is not a catalog pair ({hint}); use one of the listed "
+                                 "pairs or 'other'")
+        reads = item.get("reads_previous", False)
+        if not isinstance(reads, bool):
+            raise ValueError(f"step {i}: reads_previous must be true or false")
+        if reads and i == 1:
+            raise ValueError("step 1: reads_previous must be false (there is no earlier step)")
+        steps.append(Step(scenario, skill, input=i - 1 if reads else None))
+    return Plan(tuple(steps))
+
+
+def _catalog_text() -> str:
+    """Scenarios and skills listed once each (listing every pair would not fit small contexts)."""
+    scen = "\n".join(f"- {s}: {SCENARIOS[s].summary}" for s in sorted(SCENARIOS))
+    sk = "\n".join(f"- {k}: {SKILLS[k].summary}" for k in sorted(SKILLS))
+    return f"SCENARIOS:\n{scen}\n\nSKILLS:\n{sk}\n\nA pair is written <scenario>/<skill>, e.g. access-log/topk-count."
+
+
+def extract(path: str | Path, client: LLMClient | None = None, *, retries: int = 2) -> Plan:
+    """The plan of the task at ``path``: exact from metadata, else through ``client``."""
+    exact = plan_of(path)
+    if exact is not None:
+        return exact
+    if client is None:
+        raise PlanError(f"{path} is not an evokit task (no plan in [metadata.evokit]); pass an LLM client "
+                        "(--model/--api-base) to extract its plan")
+    task = load_task(path)
+    dockerfile = task.paths.environment_dir / "Dockerfile"
+    tests = task.paths.tests_dir
+    test_sh = (tests / "test.sh").read_text(errors="replace") if (tests / "test.sh").is_file() else ""
+    listing = ", ".join(sorted(str(p.relative_to(tests)) for p in tests.rglob("*") if p.is_file()))
+    text = prompt("extract_plan", catalog=_catalog_text(), instruction=task.instruction[:2000],
+                  environment=dockerfile.read_text(errors="replace")[:800] if dockerfile.is_file() else "(none)",
+                  tests=f"{listing}\n{test_sh[:600]}")
+    names = [f"{s}/{k}" for s, k in pairs()] + [OTHER]
+    plan = client.chat_json([{"role": "system", "content": "You reply with JSON only."},
+                             {"role": "user", "content": text}], validate_reply,
+                            what=f"plan extraction for {path}", retries=retries, json_schema=_schema(names))
+    return Plan(plan.steps, goal=task.instruction.strip().splitlines()[0][:200] if task.instruction.strip() else "")

@@ -1,0 +1,189 @@
+"""One client for LLM endpoints: any OpenAI-compatible server, or hosted APIs through litellm.
+
+Every LLM role in evokit (plan extraction, the LLM reference distribution, the evolution
+harness's proposer/reviewer/modifier, the terminal agent) goes through :class:`LLMClient`,
+so token and call counts are recorded in one place (:attr:`LLMClient.usage`).
+
+* ``backend="openai"`` talks to an OpenAI-compatible server at ``api_base`` (a vLLM server on
+  GPU machines; llama.cpp's server on CPU, as the tests do);
+* ``backend="litellm"`` routes ``model`` (e.g. ``anthropic/claude-…``) through litellm.
+
+:meth:`LLMClient.chat_json` is the contract for structured replies: parse JSON (tolerating a
+fenced block), validate it with the caller's function, and on failure send the validation
+error back and retry, raising :class:`LLMReplyError` with every error once the retry budget
+is spent. Prompts live as files in ``evokit/prompts/`` (:func:`prompt`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+LABELS = [chr(c) for c in range(ord("A"), ord("Z") + 1)] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
+
+
+class LLMError(RuntimeError):
+    """The endpoint failed (down, timed out, HTTP error); the message names the endpoint."""
+
+
+class LLMReplyError(ValueError):
+    """The model's replies never validated; ``errors`` holds the reason for each attempt."""
+
+    def __init__(self, what: str, errors: list[str], replies: list[str]):
+        self.errors, self.replies = errors, replies
+        shown = "; ".join(f"attempt {i + 1}: {e}" for i, e in enumerate(errors))
+        super().__init__(f"{what}: no valid reply after {len(errors)} attempt(s): {shown}")
+
+
+def prompt(name: str, **values: str) -> str:
+    """Load ``evokit/prompts/<name>.md`` and fill ``{placeholders}``."""
+    text = resources.files("evokit.prompts").joinpath(f"{name}.md").read_text()
+    return text.format(**values) if values else text
+
+
+@dataclass
+class Usage:
+    calls: int = 0
+    failed_calls: int = 0
+    invalid_replies: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class LLMClient:
+    """A chat/completions client with usage accounting."""
+
+    model: str
+    api_base: str | None = None
+    api_key: str | None = None
+    backend: str = "openai"  # "openai" (any OpenAI-compatible server) or "litellm"
+    timeout: float = 120.0
+    temperature: float = 0.2
+    max_tokens: int = 1024
+    usage: Usage = field(default_factory=Usage)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self):
+        if self.backend not in {"openai", "litellm"}:
+            raise ValueError(f"backend must be 'openai' or 'litellm', not {self.backend!r}")
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None and self.backend == "openai":
+            from openai import OpenAI
+
+            self._client = OpenAI(base_url=self.api_base, timeout=self.timeout, max_retries=1,
+                                  api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed")
+        return self._client
+
+    def _count(self, usage) -> None:
+        with self._lock:
+            self.usage.calls += 1
+            if usage is not None:
+                self.usage.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
+                self.usage.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+
+    def _fail(self, e: Exception) -> LLMError:
+        with self._lock:
+            self.usage.failed_calls += 1
+        return LLMError(f"LLM endpoint {self.api_base or self.backend} ({self.model}) failed: "
+                        f"{type(e).__name__}: {e}")
+
+    def chat(self, messages: list[dict], *, json_schema: dict | None = None, **kw) -> str:
+        """One chat completion; ``json_schema`` asks the server to constrain the reply (where supported)."""
+        args = {"model": self.model, "messages": messages, "temperature": kw.pop("temperature", self.temperature),
+                "max_tokens": kw.pop("max_tokens", self.max_tokens), **kw}
+        if json_schema is not None:
+            args["response_format"] = {"type": "json_object", "schema": json_schema}
+        try:
+            if self.backend == "litellm":
+                import litellm
+
+                resp = litellm.completion(api_base=self.api_base, api_key=self.api_key, timeout=self.timeout, **args)
+            else:
+                resp = self.client.chat.completions.create(**args)
+        except Exception as e:  # network, HTTP, timeouts: one clear error type for callers
+            raise self._fail(e) from e
+        self._count(resp.usage)
+        return resp.choices[0].message.content or ""
+
+    def chat_json(self, messages: list[dict], validate: Callable[[Any], T], *, what: str = "reply",
+                  retries: int = 2, json_schema: dict | None = None) -> T:
+        """Ask, parse JSON, validate; feed each error back; raise :class:`LLMReplyError` when out of tries."""
+        history = list(messages)
+        errors: list[str] = []
+        replies: list[str] = []
+        for attempt in range(retries + 1):
+            # Retries sample a little hotter: at temperature 0 a model tends to repeat its mistake.
+            temp = self.temperature if attempt == 0 else max(self.temperature, 0.7)
+            text = self.chat(history, json_schema=json_schema, temperature=temp)
+            replies.append(text)
+            try:
+                return validate(parse_json(text))
+            except (ValueError, KeyError, TypeError) as e:
+                with self._lock:
+                    self.usage.invalid_replies += 1
+                errors.append(str(e))
+                history += [{"role": "assistant", "content": text},
+                            {"role": "user", "content": f"That reply is invalid: {e}. Reply again with JSON only, "
+                                                        "fixing exactly this problem."}]
+        raise LLMReplyError(what, errors, replies)
+
+    def choice_logprobs(self, question: str, options: list[str]) -> np.ndarray:
+        """log p(option | question) for a lettered multiple choice, from the next-token distribution.
+
+        One ``/v1/completions`` call with ``logprobs``; options whose label is not among the
+        returned top tokens get a floor one nat below the least likely returned label.
+        Returned values are renormalised over the options.
+        """
+        if len(options) > len(LABELS):
+            raise ValueError(f"at most {len(LABELS)} options per question, got {len(options)}")
+        listing = "\n".join(f"{LABELS[i]}) {o}" for i, o in enumerate(options))
+        text = f"{question}\n{listing}\nAnswer with one letter.\nAnswer:"
+        try:
+            resp = self.client.completions.create(model=self.model, prompt=text, max_tokens=1, temperature=0,
+                                                  logprobs=min(len(options) + 20, 60))
+        except Exception as e:
+            raise self._fail(e) from e
+        self._count(resp.usage)
+        top = (resp.choices[0].logprobs.top_logprobs or [{}])[0] or {}
+        best: dict[str, float] = {}
+        for tok, lp in top.items():
+            label = tok.strip()
+            if label in LABELS[: len(options)]:
+                best[label] = max(best.get(label, -np.inf), lp)
+        floor = (min(best.values()) if best else 0.0) - 1.0
+        scores = np.array([best.get(LABELS[i], floor) for i in range(len(options))])
+        return scores - np.logaddexp.reduce(scores)
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def parse_json(text: str) -> Any:
+    """The JSON value in a reply: the whole text, or the first fenced block; clear error otherwise."""
+    text = text.strip()
+    candidates = [text] + _FENCE.findall(text)
+    for c in candidates:
+        try:
+            return json.loads(c)
+        except json.JSONDecodeError:
+            continue
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        try:
+            return json.loads(text[start:end + 1])
+        except json.JSONDecodeError as e:
+            raise ValueError(f"reply is not valid JSON ({e.msg} at char {e.pos})") from None
+    raise ValueError(f"reply is not JSON: {text[:120]!r}")

@@ -1,0 +1,124 @@
+"""Seed tasks: a verified, domain-balanced pool spanning a range of D_T (EE's 500-seed pool, small).
+
+EE starts evolution from 500 seeds balanced over domains. ``make_seeds(n, seed, out)`` writes
+``n`` procedural tasks of 2–5 steps: seed i's first scenario comes from domain ``i mod D`` (so
+domains are balanced), its length cycles through 2..5, and half of the seeds draw their skills
+from p_T while the other half draw uniformly among compatible skills, which spreads D_T from
+common to rare. Later steps either consume the previous step's output (a dependent step) or
+start from a fresh scenario. Every seed is verified (oracle, null, rubric) before it is
+published into ``out``; a seed that fails is regenerated with the next attempt number, never
+written. ``out/seeds.jsonl`` indexes them.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from evokit.catalog import SCENARIOS, pair_weight, skills_for
+from evokit.catalog.registry import _load
+from evokit.difficulty import catalog_reference, score
+from evokit.plan import Plan, PlanError, Step, compose, render
+from evokit.tasks import Lineage, content_hash
+from evokit.verify import VerifyConfig, verify_task
+
+MIN_STEPS, MAX_STEPS = 2, 5
+
+
+@dataclass(frozen=True)
+class SeedSpec:
+    index: int
+    domain: str
+    length: int
+    rare: bool  # uniform skill choice (rarer on average) instead of p_T
+
+
+def _choose_skill(rng: random.Random, scenario: str, rare: bool) -> str:
+    options = skills_for(scenario)
+    weights = [1.0 if rare else pair_weight(scenario, k) for k in options]
+    return rng.choices(options, weights)[0]
+
+
+def sample_plan(spec: SeedSpec, rng: random.Random, render_seed: int) -> Plan:
+    """A random plan for one seed (rendering checks each dependency as it grows)."""
+    _load()
+    in_domain = sorted(s for s, v in SCENARIOS.items() if v.domain == spec.domain)
+    scen = rng.choice(in_domain)
+    steps = [Step(scen, _choose_skill(rng, scen, spec.rare))]
+    while len(steps) < spec.length:
+        last = compose(Plan(tuple(steps)), render_seed).specs[-1].output_dataset
+        if last is not None and rng.random() < 0.5:
+            steps.append(Step(last.scenario, _choose_skill(rng, last.scenario, spec.rare), input=len(steps)))
+        else:
+            names = sorted(SCENARIOS)
+            scen = rng.choices(names, [SCENARIOS[s].prior for s in names])[0]
+            steps.append(Step(scen, _choose_skill(rng, scen, spec.rare)))
+    return Plan(tuple(steps))
+
+
+def seed_specs(n: int, seed: int) -> list[SeedSpec]:
+    _load()
+    domains = sorted({s.domain for s in SCENARIOS.values()})
+    rng = random.Random(f"evokit-seeds:{seed}")
+    order = domains[:]
+    rng.shuffle(order)
+    return [SeedSpec(i, order[i % len(order)], MIN_STEPS + (i // len(order)) % (MAX_STEPS - MIN_STEPS + 1),
+                     rare=bool(i % 2)) for i in range(n)]
+
+
+def make_one(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, max_attempts: int = 8) -> dict:
+    """Generate, verify and publish seed ``spec.index``; returns its index row."""
+    ref = catalog_reference()
+    dest = out / f"seed-{spec.index:04d}"
+    reasons = []
+    for attempt in range(max_attempts):
+        rng = random.Random(f"evokit-seed:{seed}:{spec.index}:{attempt}")
+        render_seed = rng.randrange(2**31)
+        try:
+            plan = sample_plan(spec, rng, render_seed)
+        except PlanError as e:
+            reasons.append(str(e))
+            continue
+        diff = score(plan, ref).as_dict()
+        with tempfile.TemporaryDirectory(dir=out, prefix=".tmp-") as tmp:
+            task = render(plan, render_seed, Path(tmp) / dest.name, difficulty=diff,
+                          lineage=Lineage(generation=0, lineage_id=dest.name))
+            verdict = verify_task(task, config)
+            if not verdict.passed:
+                reasons.append("; ".join(f"{c.name}: {c.reason}" for c in verdict.failures))
+                continue
+            shutil.move(str(task), dest)
+        return {"name": dest.name, "domain": spec.domain, "length": len(plan), "rare": spec.rare,
+                "render_seed": render_seed, "attempts": attempt + 1, "content_hash": content_hash(dest),
+                "plan": plan.to_records(), "difficulty": diff}
+    raise RuntimeError(f"seed {spec.index}: no verified task after {max_attempts} attempts: {reasons[-3:]}")
+
+
+def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: VerifyConfig = VerifyConfig(),
+               progress: bool = True) -> list[dict]:
+    """Write ``n`` verified seeds into ``out`` (existing ones are kept and reused: resumable)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    index_path = out / "seeds.jsonl"
+    done = {}
+    if index_path.exists():
+        for line in index_path.read_text().splitlines():
+            row = json.loads(line)
+            if (out / row["name"]).is_dir():
+                done[row["name"]] = row
+    todo = [s for s in seed_specs(n, seed) if f"seed-{s.index:04d}" not in done]
+    with ThreadPoolExecutor(max_workers=workers) as pool, \
+            tqdm(total=n, initial=n - len(todo), desc="seeds", unit="task", disable=not progress) as bar:
+        for row in pool.map(lambda s: make_one(s, seed, out, config), todo):
+            done[row["name"]] = row
+            with open(index_path, "a") as f:  # one line per published seed: a crash loses nothing
+                f.write(json.dumps(row, sort_keys=True) + "\n")
+            bar.update()
+    return [done[k] for k in sorted(done)]
