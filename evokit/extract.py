@@ -20,7 +20,7 @@ from evokit.tasks import load_task, read_metadata
 
 OTHER = "other"
 MAX_STEPS = 8
-_TEMPLATE_TEXT = {"the situation in a few words", "the technique in a few words", "<only for other>"}
+_TEMPLATE_TEXT = {"none", "n/a", ""}
 
 
 def plan_of(path: str | Path) -> Plan | None:
@@ -58,8 +58,8 @@ def validate_reply(reply) -> Plan:
             k = str(item.get("other_skill") or "").strip()
             if not s or not k:
                 raise ValueError(f"step {i}: 'other' needs other_scenario and other_skill descriptions")
-            if {s, k} & _TEMPLATE_TEXT:
-                raise ValueError(f"step {i}: describe this task's own scenario and skill, not the template's words")
+            if {s.lower(), k.lower()} & _TEMPLATE_TEXT:
+                raise ValueError(f"step {i}: with pair 'other', describe the scenario and the skill (not 'none')")
             scenario, skill = f"{OTHER}:{s}", f"{OTHER}:{k}"
         else:
             scenario, _, skill = pair.partition("/")

