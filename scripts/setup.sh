@@ -42,8 +42,12 @@ fi
 stamp=".venv/.evokit-installed-$(cat pyproject.toml <(echo "$extras") | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "setup: installing evokit[$extras] into .venv"
-  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" .venv/bin/python -m pip install -q -e ".[$extras]" 2>&1 \
-    | grep -v -e "^WARNING: Location" -e "^$" || true
+  if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" .venv/bin/python -m pip install -q -e ".[$extras]" \
+      > .venv/pip-install.log 2>&1; then
+    grep -v "^WARNING: Location" .venv/pip-install.log | tail -40 >&2
+    echo "setup: pip install failed (full log: .venv/pip-install.log)" >&2
+    exit 1
+  fi
   .venv/bin/python -c "import evokit, harbor" 
   rm -f .venv/.evokit-installed-* && touch "$stamp"
 fi
