@@ -20,6 +20,7 @@ fresh mount/pid/ipc/uts (and, unless the task allows it, network) namespaces.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,9 @@ DOCKER_DEFAULT_CAPS = (
     "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
     "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 )
+
+PROC_READ_ONLY = ("--ro-bind-try", "/proc/sys", "/proc/sys",
+                  "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger")
 
 # $1 mode (disk|tmpfs)  $2 cwd for relative lowerdirs  $3 lowerdir list  $4 upper root
 # $5 tmpfs size in bytes (tmpfs mode)  then: the bwrap argv, in which @MERGED@ is the
@@ -51,6 +55,15 @@ exec "$@"
 
 class SandboxUnavailableError(RuntimeError):
     """The host lacks a tool the local sandbox needs; the message says how to install it."""
+
+
+def host_env() -> dict[str, str]:
+    """The environment for the host-side tools (unshare, nsenter, bwrap) of a sandbox: PATH only.
+
+    Not the caller's environment: bwrap's pid 1 inside the sandbox keeps the environment it
+    was started with, and any process there can read it from ``/proc/1/environ`` (API keys!).
+    """
+    return {"PATH": os.environ.get("PATH") or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
 def require_tools(*names: str) -> None:
@@ -91,7 +104,15 @@ def bwrap_base(
     die_with_parent: bool = True,
 ) -> list[str]:
     """The bwrap options shared by build steps, the sandbox init and every exec."""
-    argv = ["bwrap", "--bind", "@MERGED@", "/", "--dev", "/dev", "--proc", "/proc",
+    argv = ["bwrap", "--bind", "@MERGED@", "/", "--dev", "/dev",
+            # Docker's /dev/shm: 64 MiB, world-writable (bwrap's is a root-only dir).
+            "--perms", "1777", "--size", str(64 * 1024 * 1024), "--tmpfs", "/dev/shm",
+            "--proc", "/proc",
+            # Read-only /proc/sys and /proc/sysrq-trigger, as Docker does: as real root with
+            # CAP_DAC_OVERRIDE the sandbox could otherwise write host sysctls (core_pattern
+            # runs a host program as root). bwrap 0.8 skips /proc/sys because the kernel
+            # answers EACCES to access(W_OK) on that directory, though its files are writable.
+            *PROC_READ_ONLY,
             "--cap-drop", "ALL"]
     for cap in caps:
         argv += ["--cap-add", cap]

@@ -24,6 +24,8 @@ from pathlib import Path
 IGNORED = frozenset({"LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL",
                      "VOLUME", "MAINTAINER"})
 SUPPORTED = frozenset({"FROM", "RUN", "COPY", "ADD", "WORKDIR", "ENV", "ARG", "USER", "SHELL"})
+#: COPY/ADD flags we reproduce (``--link`` only changes Docker's layer caching).
+COPY_FLAGS = frozenset({"chown", "chmod", "link"})
 
 DOCKER_BACKEND_HINT = (
     "the local bubblewrap sandbox supports FROM debian:bookworm*/debian:12* with RUN, COPY, ADD "
@@ -88,7 +90,10 @@ def parse(text: str, path: str | Path = "Dockerfile") -> list[Instruction]:
         heredoc = None
         if keyword == "RUN" and (m := _HEREDOC.search(rest)):
             body, i = _read_heredoc(lines, i + 1, m.group(2), strip_tabs=bool(m.group(1)))
-            heredoc = body
+            # `RUN <<EOF` alone: the body is the script. `RUN cat <<EOF > f`: the shell gets
+            # the command line and its here-document, as Docker passes it.
+            pure = not (rest[: m.start()].strip() or rest[m.end():].strip())
+            heredoc = body if pure else f"{rest}\n{body}{m.group(2)}\n"
             i -= 1
         _check_supported(keyword, flags, rest, path, start)
         out.append(Instruction(keyword, rest, start, flags, heredoc))
@@ -123,6 +128,11 @@ def _check_supported(keyword: str, flags: dict, rest: str, path, line: int) -> N
         raise DockerfileError(f"{where}: instruction {keyword} is not supported; {DOCKER_BACKEND_HINT}")
     if keyword in {"COPY", "ADD"} and "from" in flags:
         raise DockerfileError(f"{where}: COPY --from is not supported; {DOCKER_BACKEND_HINT}")
+    if keyword in {"COPY", "ADD"} and (extra := set(flags) - COPY_FLAGS - {"from"}):
+        raise DockerfileError(
+            f"{where}: {keyword} {' '.join('--' + f for f in sorted(extra))} is not supported; "
+            + DOCKER_BACKEND_HINT
+        )
     if keyword == "ADD" and re.search(r"(^|\s)(https?|git)://|\.git(\s|$)", rest):
         raise DockerfileError(f"{where}: ADD of a remote URL is not supported; {DOCKER_BACKEND_HINT}")
     if keyword == "RUN" and set(flags) - {"network"}:

@@ -37,10 +37,14 @@ from pathlib import Path, PurePosixPath
 
 from evokit.sandbox import dockerfile as df
 from evokit.sandbox.bwrap import bwrap_base, host_env, overlay_argv, require_tools
+from evokit.sandbox.cgroup import Cgroup, Limits
 from evokit.sandbox.process import run_capped
 
 BASE_FORMAT = 1  # bump to invalidate every cached base rootfs
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#: Build steps run in their own cgroup: a RUN (possibly from a generated Dockerfile) that
+#: fork-bombs stops at this many processes instead of taking the host down.
+BUILD_LIMITS = Limits(pids=4096, storage_mb=None)
 _PROXY_VARS = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 #: Where build steps see the host's CA bundle. Networks that intercept TLS (corporate
 #: proxies, this project's CI) re-sign registry certificates with a CA that only the host
@@ -223,6 +227,11 @@ def _as_user(argv: list[str], user: str | None) -> list[str]:
     if user in (None, "", "root", "0", "0:0"):
         return argv
     uid, _, gid = user.partition(":")
+    if not gid and not uid.isdigit():
+        # A bare name runs with its primary group from the image's passwd (Docker's rule),
+        # looked up inside the sandbox: `nobody`'s group is `nogroup`, not `nobody`.
+        return ["sh", "-c", 'exec setpriv --reuid="$0" --regid="$(id -g "$0")" --init-groups -- "$@"',
+                uid, *argv]
     return ["setpriv", f"--reuid={uid}", f"--regid={gid or uid}", "--init-groups" if not uid.isdigit()
             else "--clear-groups", "--", *argv]
 
@@ -258,9 +267,10 @@ def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin
         "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "evokit-build",
         "--", "/bin/sh", "-c", 'mkdir -p "$0" && cd "$0" && exec "$@"', state.workdir, *argv,
     ]
+    cgroup = Cgroup(f"evokit-build-{tmp.name.removeprefix('.tmp-')}", BUILD_LIMITS)
     try:
-        res = run_capped(overlay_argv(cache_root=root, lowerdirs=lowerdirs, upper_root=tmp,
-                                      tmpfs_bytes=None, inner=inner),
+        res = run_capped(cgroup.wrap(overlay_argv(cache_root=root, lowerdirs=lowerdirs, upper_root=tmp,
+                                                  tmpfs_bytes=None, inner=inner)),
                          stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024, env=host_env())
         if res.timed_out or res.return_code != 0:
             why = f"timed out after {timeout:.0f}s" if res.timed_out else f"exit code {res.return_code}"
@@ -273,6 +283,7 @@ def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin
             if not (root / rel).is_dir():  # lost a race to an identical layer: fine
                 raise
     finally:
+        cgroup.kill()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -280,8 +291,8 @@ def _copy_tar(context: Path, ins: df.Instruction, state: _State, lowerdirs: list
               root: Path, where: str) -> bytes:
     """The tar stream that ``COPY``/``ADD`` extracts at ``/`` of the image."""
     sources, dest = df.parse_copy_args(df.substitute(ins.args, state.variables()))
-    if not dest.startswith("/"):
-        dest = str(PurePosixPath(state.workdir) / dest)
+    if not dest.startswith("/"):  # relative to WORKDIR; keep a trailing "/" (it means "a dir")
+        dest = str(PurePosixPath(state.workdir) / dest) + ("/" if dest.endswith("/") else "")
     image = Image("", root, tuple(lowerdirs))
     dest_is_dir = dest.endswith("/") or len(sources) > 1 or _is_dir(image, dest)
     uid, gid = _owner(ins.flags.get("chown"), image, where)
@@ -354,7 +365,11 @@ def _add_tree(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, mo
         dirnames.sort()
         rel = Path(dirpath).relative_to(src)
         for d in dirnames:
-            tar.addfile(_dir_info(str(PurePosixPath(dest) / rel / d), (Path(dirpath) / d).stat(), uid, gid, mode))
+            path, name = Path(dirpath) / d, str(PurePosixPath(dest) / rel / d)
+            if path.is_symlink():  # a link to a dir stays a link (os.walk lists, never enters it)
+                _add_file(tar, path, name, uid, gid, mode)
+            else:
+                tar.addfile(_dir_info(name, path.stat(), uid, gid, mode))
         for name in sorted(filenames):
             _add_file(tar, Path(dirpath) / name, str(PurePosixPath(dest) / rel / name), uid, gid, mode)
 

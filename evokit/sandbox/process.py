@@ -109,9 +109,11 @@ def run_capped(
         timed_out = True
         kill_group(proc.pid)
         proc.wait()
+    # A daemonised grandchild may hold the pipes open; never wait on it forever, and wait
+    # once for both pipes (two 2 s joins made every `cmd &` exec take 4 s).
+    deadline = time.monotonic() + 2.0
     for r in readers:
-        # A daemonised grandchild may hold the pipe open; never wait on it forever.
-        r.join(timeout=2.0)
+        r.join(timeout=max(0.0, deadline - time.monotonic()))
     return ExecResult(
         stdout=readers[0].text(),
         stderr=readers[1].text(),

@@ -30,13 +30,20 @@ import threading
 import uuid
 from pathlib import Path, PurePosixPath
 
-from evokit.sandbox.bwrap import DOCKER_DEFAULT_CAPS, bwrap_base, host_env, overlay_argv, require_tools
+from evokit.sandbox.bwrap import (
+    DOCKER_DEFAULT_CAPS,
+    bwrap_base,
+    host_env,
+    overlay_argv,
+    require_tools,
+)
 from evokit.sandbox.cgroup import Cgroup, Limits
 from evokit.sandbox.image import Image, _as_user
 from evokit.sandbox.process import ExecResult, run_capped
 
 RUN_DIR = Path(os.environ.get("EVOKIT_RUN_DIR", "/run/evokit"))
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+ETC_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
 
 
 def tar_bytes(source: str | Path) -> bytes:
@@ -91,8 +98,11 @@ class Sandbox:
             inner.append("--unshare-net")
         # The init makes the harness dirs, says "ready" (so start() returns only once the
         # sandbox can take commands), then sleeps as the namespaces' anchor.
+        # Like Docker, give the sandbox an /etc/hosts (minbase has none): without it
+        # `localhost` does not resolve, and offline tasks that talk to a local server fail.
         setup = ("mkdir -p " + " ".join([*LOG_DIRS, shlex.quote(self.workdir)]) + " && chmod 777 "
-                 + " ".join(LOG_DIRS) + " && echo ready && exec sleep infinity")
+                 + " ".join(LOG_DIRS) + f" && {{ [ -e /etc/hosts ] || printf {shlex.quote(ETC_HOSTS)} > /etc/hosts; }}"
+                 + " && echo ready && exec sleep infinity")
         inner += ["--", "/bin/sh", "-c", setup]
         storage = (self.limits.storage_mb or 100_000) * 1024 * 1024
         argv = overlay_argv(cache_root=self.image.root, lowerdirs=self.image.lowerdirs,
@@ -227,11 +237,16 @@ class Sandbox:
         target.write_bytes(self.read_file(source))
 
     def download_dir(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
-        """Copy the contents of ``source`` to the host dir ``target``; links stay links."""
+        """Copy the contents of ``source`` to the host dir ``target``; links stay links.
+
+        Links that point outside ``target`` (absolute, or escaping with ``..``) are skipped:
+        extracting them would let later members be written through them onto the host, and
+        failing the whole download would let an agent break the copy of its own logs.
+        """
         target = Path(target)
         target.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(self._tar_out(source, ".", max_bytes))) as tar:
-            tar.extractall(target, filter="data")  # refuses absolute paths and escaping links
+            tar.extractall(target, filter=_skip_unsafe)
 
     def _tar_out(self, parent: str, name: str, max_bytes: int) -> bytes:
         res = self.exec(["tar", "-c", "-f", "-", "-C", parent, name], user="root", cwd="/",
@@ -241,3 +256,11 @@ class Sandbox:
         if res.truncated_bytes:
             raise SandboxError(f"{parent}/{name} is larger than {max_bytes} bytes; not downloaded")
         return res.stdout_bytes
+
+
+def _skip_unsafe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's "data" filter, except that a refused member is skipped instead of raising."""
+    try:
+        return tarfile.data_filter(member, dest)
+    except tarfile.FilterError:
+        return None

@@ -1,0 +1,46 @@
+"""Shared fixtures: a private layer cache for the session and a small base image.
+
+``sandbox_cache`` is a fresh cache root whose ``base/`` links to the user's Debian minbase
+rootfs (mmdebstrap, ~1 min once, then reused), so that every layer a test builds is built
+and counted in this session, never taken from an older cache. Helpers live in
+``sandbox_support.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ["HARBOR_TELEMETRY"] = "0"
+
+from sandbox_support import link_base, make_context  # noqa: E402
+
+BASE_DOCKERFILE = """\
+FROM debian:bookworm-slim
+ENV IMAGE_VAR=from-image
+WORKDIR /app
+RUN useradd -m -u 1234 agent && echo ready > /app/ready.txt
+"""
+
+
+@pytest.fixture(scope="session")
+def sandbox_cache(tmp_path_factory) -> Path:
+    """A session-private cache root (layers are built here) sharing the Debian base rootfs."""
+    return link_base(tmp_path_factory.mktemp("evokit-cache"))
+
+
+@pytest.fixture
+def fresh_cache(tmp_path) -> Path:
+    """A cache root private to one test, for tests that count layers or temp dirs."""
+    return link_base(tmp_path / "cache")
+
+
+@pytest.fixture(scope="session")
+def base_image(sandbox_cache, tmp_path_factory):
+    """Debian bookworm with WORKDIR /app, an ``agent`` user (uid 1234) and one ENV; built once."""
+    from evokit.sandbox import build_image
+
+    ctx = make_context(tmp_path_factory.mktemp("base-ctx"), BASE_DOCKERFILE)
+    return build_image(ctx, root=sandbox_cache)

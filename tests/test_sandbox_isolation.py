@@ -1,0 +1,262 @@
+"""The isolation battery: what an agent inside a running sandbox can and cannot reach.
+
+Every command here runs *as the agent* (the image's default user, root inside the sandbox,
+which is what Harbor agents get) in a started sandbox, and every test also checks, through
+``running``, that after ``stop`` nothing of the sandbox is left on the host: no process in its
+cgroup or namespaces, no mount of its state dir in any process's mountinfo, no state dir under
+/run/evokit, no ``evokit-<id>`` cgroup.
+"""
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from harbor.models.task.task import Task
+from sandbox_support import running, sandbox_processes, trace, write_harbor_task
+
+from evokit.sandbox import Limits, Sandbox, build_image
+from evokit.sandbox.task_env import sandbox_for_task
+
+MB = 1024 * 1024
+# Grep everywhere the agent can read, except pseudo-filesystems that never end or hold no files.
+GREP_ALL = "grep -rlsF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev"
+
+
+def agent(sandbox, command: str, **kw):
+    """Run ``command`` as the agent would (default user, default cwd)."""
+    return sandbox.exec(command, **kw)
+
+
+def test_host_files_and_environment_are_invisible(base_image, tmp_path, monkeypatch):
+    """Files on the host (a tmp dir, /root) and the host process's environment are out of reach."""
+    tokens = [uuid.uuid4().hex for _ in range(3)]
+    secret = tmp_path / "secret.txt"
+    secret.write_text(tokens[0])
+    root_secret = Path("/root") / f"evokit-secret-{tokens[1][:8]}.txt"
+    root_secret.write_text(tokens[1])
+    monkeypatch.setenv("EVOKIT_TEST_SECRET", tokens[2])  # e.g. an API key of the harness
+    try:
+        with running(base_image) as s:
+            for path in (secret, root_secret, Path.home() / ".cache" / "evokit"):
+                assert agent(s, f"ls {path}").return_code != 0, path
+            res = agent(s, f"{GREP_ALL} -e {tokens[0]} -e {tokens[1]} -e {tokens[2]} /", timeout_sec=120)
+            assert res.return_code == 1 and res.stdout == "", res.stdout  # 1 = searched, no match
+            res = agent(s, f"cat /proc/[0-9]*/environ | tr '\\0' '\\n' | grep -c -e {tokens[2]} -e EVOKIT_TEST_SECRET")
+            assert res.stdout.strip() == "0"
+            assert agent(s, "find / -xdev -name 'evokit-secret-*' 2>/dev/null").stdout == ""
+            # pid 1 is the sandbox's own init, and its root is the sandbox's root
+            assert agent(s, "readlink /proc/1/root").stdout == "/\n"
+            assert agent(s, "ls /proc/1/root/").stdout == agent(s, "ls /").stdout
+            assert agent(s, f"cat /proc/1/root{secret}").return_code != 0
+            assert agent(s, "cat /proc/1/root/app/ready.txt").stdout == "ready\n"
+    finally:
+        root_secret.unlink()
+
+
+def test_task_tests_and_solution_cannot_be_found(tmp_path, sandbox_cache):
+    """A task's tests/ and solution/ on the host are nowhere in its sandbox, by name or by content."""
+    marker = f"marker-{uuid.uuid4().hex}"
+    task_dir = write_harbor_task(tmp_path / "my-task", marker=marker)
+    image = build_image(task_dir / "environment", root=sandbox_cache)
+    with running(sandbox_for_task(Task(task_dir), image=image)) as s:
+        res = agent(s, "find / \\( -path /proc -o -path /sys \\) -prune -o "
+                       "\\( -name solve.sh -o -name test.sh -o -name task.toml -o -name 'my-task' \\) -print")
+        assert res.ok and res.stdout == "", res.stdout
+        res = agent(s, f"{GREP_ALL} {marker} /", timeout_sec=120)
+        assert res.return_code == 1 and res.stdout == ""
+        assert agent(s, "ls /tests /solution").return_code != 0
+
+
+def test_stale_reward_written_by_the_agent_is_not_the_verdict(tmp_path, sandbox_cache):
+    """An agent that writes reward files and plants a fake /tests cannot fool a verifier flow that
+    removes stale rewards, uploads the real tests and runs them: the tests' own reward wins."""
+    task_dir = write_harbor_task(tmp_path / "task")
+    image = build_image(task_dir / "environment", root=sandbox_cache)
+    with running(sandbox_for_task(Task(task_dir), image=image)) as s:
+        hack = ("echo 1 > /logs/verifier/reward.txt && echo '{\"reward\": 1}' > /logs/verifier/reward.json"
+                " && mkdir -p /tests /app/fake && printf '#!/bin/bash\\necho 1 > /logs/verifier/reward.txt\\n'"
+                " > /app/fake/test.sh && ln -s /app/fake/test.sh /tests/test.sh")
+        assert agent(s, hack).ok
+        # the verifier: remove stale rewards, upload the real tests, run them
+        assert s.exec("rm -f /logs/verifier/reward.txt /logs/verifier/reward.json", user="root").ok
+        s.upload_dir(task_dir / "tests", "/tests")
+        res = s.exec("bash /tests/test.sh", user="root")
+        assert res.ok, res.stderr
+        assert s.read_file("/logs/verifier/reward.txt").strip() == b"0"  # the agent never wrote out.txt
+        assert s.exec("test -e /logs/verifier/reward.json").return_code == 1
+        assert s.exec("test -L /tests/test.sh").return_code == 1  # the planted link was replaced
+
+
+def test_no_network_means_no_network(base_image):
+    """network=False: DNS fails, TCP to a public IP fails, and the only interface is lo."""
+    with running(base_image, network=False) as s:
+        assert agent(s, "getent hosts pypi.org", timeout_sec=20).return_code != 0
+        t0 = time.monotonic()
+        res = agent(s, "timeout 3 bash -c 'echo > /dev/tcp/1.1.1.1/53' && echo CONNECTED", timeout_sec=10)
+        assert "CONNECTED" not in res.stdout and res.return_code != 0
+        assert time.monotonic() - t0 < 6
+        ifaces = agent(s, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").stdout.split()
+        assert ifaces == ["lo"]
+
+
+def test_public_network_resolves_and_connects(base_image):
+    """network=True gives the host's network: DNS resolves and a TCP connection to PyPI opens."""
+    with running(base_image, network=True) as s:
+        res = agent(s, "getent hosts pypi.org", timeout_sec=30)
+        assert res.ok and "pypi" in res.stdout, res.stderr
+        res = agent(s, "timeout 10 bash -c 'echo > /dev/tcp/pypi.org/443' && echo CONNECTED", timeout_sec=20)
+        assert "CONNECTED" in res.stdout, res.stderr
+        ifaces = agent(s, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").stdout.split()
+        assert set(ifaces) - {"lo"}
+
+
+def test_fork_bomb_is_contained_by_the_pids_limit(base_image):
+    """A fork bomb hits the sandbox's pids limit; the host can still fork; the sandbox recovers; stop cleans up."""
+    with running(base_image, limits=Limits(pids=128, storage_mb=256)) as s:
+        pids_dir = next(d for d in s.cgroup.dirs if (d / "pids.max").exists())
+        assert (pids_dir / "pids.max").read_text().strip() == "128"
+        result = {}
+        # the trailing sleep keeps the exec alive until its timeout kills the bomb's process group
+        bomb = threading.Thread(target=lambda: result.update(
+            res=agent(s, ":(){ :|:& };:; sleep 100", timeout_sec=6)))
+        bomb.start()
+        time.sleep(2)
+        host = subprocess.run(["sh", "-c", "for i in 1 2 3 4 5 6 7 8; do /bin/true; done; echo host-ok"],
+                              capture_output=True, text=True, timeout=10)
+        assert host.stdout == "host-ok\n"
+        peak = max(int((pids_dir / "pids.current").read_text()) for _ in range(20))
+        assert peak <= 128
+        bomb.join(timeout=30)
+        assert result["res"].timed_out
+        events = (pids_dir / "pids.events").read_text()  # "max N": N forks refused by the limit
+        assert int(events.split()[1]) > 0, events
+        deadline = time.monotonic() + 10
+        while (res := agent(s, "echo alive", timeout_sec=5)).stdout != "alive\n" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert res.stdout == "alive\n"
+
+
+def test_sleep_past_the_timeout_returns_promptly(base_image):
+    """``sleep 1000`` with timeout_sec=2 comes back timed out (code 124) within about 5 s."""
+    with running(base_image) as s:
+        t0 = time.monotonic()
+        res = agent(s, "sleep 1000", timeout_sec=2)
+        assert res.timed_out and res.return_code == 124
+        assert time.monotonic() - t0 < 5
+
+
+def test_filling_the_disk_stops_at_storage_mb(base_image):
+    """``dd`` of 10 GB with storage_mb=64 fails with ENOSPC; the host's disk does not grow."""
+    watched = ["/", "/run", "/tmp", str(base_image.root)]
+    before = {p: shutil.disk_usage(p).used for p in watched}
+    with running(base_image, limits=Limits(storage_mb=64)) as s:
+        res = agent(s, "dd if=/dev/zero of=/app/big bs=1M count=10000", timeout_sec=60)
+        assert res.return_code != 0 and "No space left on device" in res.stderr
+        size = int(agent(s, "stat -c %s /app/big").stdout)
+        assert 32 * MB < size <= 64 * MB
+        for p in watched:
+            assert shutil.disk_usage(p).used - before[p] < 64 * MB, p
+        res = agent(s, "dd if=/dev/zero of=/tmp/more bs=1M count=100")
+        assert "No space left on device" in res.stderr  # /tmp and / share the one limited layer
+        assert agent(s, "rm /app/big /tmp/more && echo ok").stdout == "ok\n"
+
+
+def test_memory_hog_is_killed_at_memory_mb(base_image):
+    """Buffering 600 MB with memory_mb=128 gets the process OOM-killed inside the sandbox only."""
+    with running(base_image, limits=Limits(memory_mb=128)) as s:
+        res = agent(s, "head -c 600M /dev/zero | tail > /dev/null", timeout_sec=60)
+        assert res.return_code in (137, -9), (res.return_code, res.stderr)
+        assert s.cgroup.oom_killed()
+        assert agent(s, "echo still-here").stdout == "still-here\n"
+
+
+def test_background_daemons_survive_execs_but_not_stop(base_image):
+    """``setsid``/``nohup`` daemons keep running between execs and are gone after stop."""
+    with running(base_image) as s:
+        t = trace(s)
+        t0 = time.monotonic()
+        assert agent(s, "setsid sleep 1001 &").ok  # holds the output pipe: must not hang exec
+        assert time.monotonic() - t0 < 5
+        assert agent(s, "nohup sleep 1002 > /dev/null 2>&1 &").ok
+        assert agent(s, "setsid sleep 1003 & sleep 100", timeout_sec=1).timed_out
+        inside = agent(s, r"cat /proc/[0-9]*/cmdline | tr '\0' ' '").stdout
+        assert all(f"sleep {n}" in inside for n in (1001, 1002, 1003)), inside
+        on_host = " | ".join(sandbox_processes(t))
+        assert all(f"sleep {n}" in on_host for n in (1001, 1002, 1003)), on_host
+    ps = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout.splitlines()
+    assert not [p for p in ps if p in ("sleep 1001", "sleep 1002", "sleep 1003")], ps
+
+
+def test_agent_has_no_dangerous_capabilities(base_image, monkeypatch):
+    """No mounts, no namespace games, no host sysctls, no raw disk through mknod, no host init."""
+    monkeypatch.setenv("EVOKIT_HOST_ONLY", "host-env-value")
+    st = os.stat("/")
+    with running(base_image) as s:
+        assert agent(s, "mount -t tmpfs x /mnt").return_code != 0
+        assert agent(s, "mount --bind /app /mnt").return_code != 0
+        assert agent(s, "unshare -m true").return_code != 0
+        assert agent(s, "nsenter -t 1 -m true").return_code != 0
+        for path in ("/proc/sys/vm/drop_caches", "/proc/sys/kernel/core_pattern", "/proc/sys/kernel/hostname"):
+            res = agent(s, f"echo 1 > {path}")
+            assert res.return_code != 0, path
+        assert agent(s, "echo h > /proc/sysrq-trigger").return_code != 0
+        # a block device for the host's root disk can be made, but never opened (nodev)
+        res = agent(s, f"mknod /tmp/disk b {os.major(st.st_dev)} {os.minor(st.st_dev)} && head -c 512 /tmp/disk | wc -c")
+        assert res.stdout.strip() in ("", "0"), res.stdout
+        assert agent(s, "dmesg").return_code != 0
+        assert agent(s, "ls /sys").stdout == ""
+        # /proc/1 is the sandbox's init, not the host's, and carries none of the host's environment
+        assert "process_api" not in agent(s, r"tr '\0' ' ' < /proc/1/cmdline").stdout
+        environ = agent(s, r"tr '\0' '\n' < /proc/1/environ").stdout
+        assert "EVOKIT_HOST_ONLY" not in environ and "HOME=" not in environ, environ
+        caps = agent(s, "grep CapEff /proc/self/status").stdout.split()[1]
+        assert int(caps, 16) & (1 << 21) == 0  # no CAP_SYS_ADMIN
+        assert agent(s, "grep NoNewPrivs /proc/self/status").stdout.split()[1] == "1"
+
+
+def test_agent_sees_only_its_own_processes(base_image):
+    """``ls /proc`` inside shows only sandbox pids; host processes cannot be seen or signalled."""
+    host_pid = os.getpid()
+    with running(base_image) as s:
+        pids = agent(s, "ls /proc | grep -E '^[0-9]+$'").stdout.split()
+        assert 2 <= len(pids) <= 8, pids
+        cmdlines = agent(s, r"for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done").stdout
+        assert "pytest" not in cmdlines and "process_api" not in cmdlines
+        res = agent(s, f"kill -0 {host_pid} 2>&1 || echo gone; cat /proc/{host_pid}/cmdline 2>/dev/null")
+        assert "pytest" not in res.stdout
+
+
+@pytest.mark.parametrize("user", ["root", "agent"])
+def test_agent_cannot_escape_through_proc_root_links(base_image, tmp_path, user):
+    """/proc/*/root and /proc/*/cwd of every visible process lead back into the sandbox."""
+    (tmp_path / "outside.txt").write_text("outside")
+    with running(base_image) as s:
+        res = agent(s, f"for p in /proc/[0-9]*; do cat $p/root{tmp_path}/outside.txt $p/cwd/../..{tmp_path}/outside.txt;"
+                       " done 2>/dev/null; true", user=user)
+        assert "outside" not in res.stdout
+
+
+def test_two_sandboxes_do_not_see_each_other(base_image):
+    """Two sandboxes of one image have separate files, processes and /tmp."""
+    with running(base_image) as a, running(base_image) as b:
+        assert agent(a, "echo a > /tmp/who && nohup sleep 3131 >/dev/null 2>&1 &").ok
+        assert agent(b, "cat /tmp/who").return_code != 0
+        assert "sleep 3131" not in agent(b, r"cat /proc/[0-9]*/cmdline | tr '\0' ' '").stdout
+        assert a.exec("cat /tmp/who").stdout == "a\n"
+
+
+def test_stop_with_processes_mid_exec_cleans_up(base_image):
+    """Stopping while a command is still running ends that command and leaves nothing behind."""
+    s = Sandbox(base_image)
+    with running(s):
+        out = {}
+        th = threading.Thread(target=lambda: out.update(res=s.exec("sleep 500; echo done")))
+        th.start()
+        time.sleep(0.5)
+    th.join(timeout=10)
+    assert not th.is_alive() and "done" not in out["res"].stdout
