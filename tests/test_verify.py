@@ -206,3 +206,13 @@ def test_cli_verify_and_run(tmp_path):
     out = subprocess.run([*cli, "run", str(good), "--agent", "nop"], capture_output=True, text=True)
     assert json.loads(out.stdout.strip().splitlines()[-1])["rewards"] == {"reward": 0.0}
     shutil.rmtree(tmp_path / "bad")
+
+
+def test_agent_daemon_cannot_rewrite_the_reward(tmp_path):
+    """A background loop left by the 'agent' that keeps writing reward 1 is killed before the tests run."""
+    solve = ("(while :; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; sleep 0.01; done) &\n"
+             "setsid sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.01; done' &\n"
+             "sleep 0.2")
+    task = make_task(tmp_path, solve=solve)  # never writes the answer: the true reward is 0
+    v = verify_task(task, VerifyConfig(determinism_runs=1))
+    assert v.rewards["oracle"] == [{"reward": 0.0}]

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import tarfile
 import threading
+import time
 import uuid
 from pathlib import Path, PurePosixPath
 
@@ -81,6 +82,7 @@ class Sandbox:
         self._init = None
         self._pidns_fd: int | None = None
         self._pid1_fd: int | None = None  # pidfd of the sandbox's pid 1
+        self._own_pids: set[int] = set()
         self._ns: dict[str, str] = {}
         self.cgroup: Cgroup | None = None
         self._lock = threading.Lock()
@@ -125,7 +127,34 @@ class Sandbox:
         self._ns["mnt"] = f"/proc/{self._init.pid}/ns/mnt"
         self._pidns_fd = os.open(self._ns["pid"], os.O_RDONLY)
         self._pid1_fd = os.pidfd_open(child)
+        # The processes that are the sandbox itself (outer bwrap, pid 1, the anchor sleep):
+        # everything else in the cgroup was started by a command.
+        children = Path(f"/proc/{child}/task/{child}/children").read_text().split()
+        self._own_pids = {self._init.pid, child, *map(int, children)}
         return self
+
+    def kill_commands(self, rounds: int = 50) -> int:
+        """Kill every process that commands started (background daemons too); keep the sandbox.
+
+        Call it between the agent phase and the verifier phase: a daemon the agent left behind
+        could otherwise rewrite ``/logs/verifier/reward.txt`` while the tests run. (Harbor's
+        docker backend does not do this; evokit's direct trials do.) Returns how many it killed.
+        """
+        if not self.running:
+            raise SandboxError("kill_commands on a sandbox that is not running")
+        killed = 0
+        for _ in range(rounds):  # repeat: a process may fork while we kill its siblings
+            pids = self.cgroup.pids() - self._own_pids
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.005)
+        return killed
 
     def stop(self) -> None:
         """Kill every process of the sandbox and release its mounts, cgroup and state dir."""

@@ -13,9 +13,16 @@ from evokit.sandbox.image import Image, build_image
 from evokit.sandbox.runtime import Sandbox, SandboxError
 
 
+#: Used when a task sets no ``memory_mb`` / ``storage_mb`` (Harbor leaves them unset): many
+#: sandboxes at once must not be able to take the host's RAM between them.
+DEFAULT_MEMORY_MB = 2048
+DEFAULT_STORAGE_MB = 2048
+
+
 def limits_from_config(env: EnvironmentConfig, *, pids: int | None = 1024) -> Limits:
-    """Harbor's ``[environment]`` cpus / memory_mb / storage_mb → :class:`Limits`."""
-    return Limits(cpus=env.cpus, memory_mb=env.memory_mb, storage_mb=env.storage_mb or 2048, pids=pids)
+    """Harbor's ``[environment]`` cpus / memory_mb / storage_mb → :class:`Limits` (with defaults)."""
+    return Limits(cpus=env.cpus, memory_mb=env.memory_mb or DEFAULT_MEMORY_MB,
+                  storage_mb=env.storage_mb or DEFAULT_STORAGE_MB, pids=pids)
 
 
 def network_allowed(env: EnvironmentConfig) -> bool:

@@ -109,7 +109,12 @@ _FILE_MARK = "@@evokit-reward-file "
 
 
 def run_tests(sandbox: Sandbox, task: Task) -> tuple[ExecResult, dict[str, float] | None, str | None]:
-    """Verifier phase: clear stale rewards, upload ``tests/``, run ``test.sh``, read the reward."""
+    """Verifier phase: end the agent's processes, clear stale rewards, upload ``tests/``, run, read the reward.
+
+    Killing every process the agent phase started comes first: a daemon left behind could
+    otherwise rewrite the reward file while (or after) the tests run.
+    """
+    sandbox.kill_commands()
     collect = "".join(f'[ -f {p} ] && echo "{_FILE_MARK}{Path(p).name}" && base64 {p}; '
                       for p in (REWARD_JSON, REWARD_TXT))
     res = _stage_and_run(sandbox, task.paths.tests_dir, "/tests", "test.sh",
