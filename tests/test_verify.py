@@ -213,6 +213,9 @@ def test_agent_daemon_cannot_rewrite_the_reward(tmp_path):
     solve = ("(while :; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; sleep 0.01; done) &\n"
              "setsid sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.01; done' &\n"
              "sleep 0.2")
-    task = make_task(tmp_path, solve=solve)  # never writes the answer: the true reward is 0
+    # Like many real test scripts, this one writes 0 first and takes a while before deciding.
+    test = "#!/bin/bash\nmkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\nsleep 0.5\n" + \
+        GOOD_TEST.split("mkdir -p /logs/verifier\n", 1)[1] + "sleep 0.3\n"
+    task = make_task(tmp_path, solve=solve, test=test)  # never writes the answer: the true reward is 0
     v = verify_task(task, VerifyConfig(determinism_runs=1))
     assert v.rewards["oracle"] == [{"reward": 0.0}]
