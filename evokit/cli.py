@@ -35,14 +35,14 @@ def verify(
     paths: Annotated[list[Path], typer.Argument(help="task folders, or folders of task folders")],
     workers: Annotated[int, typer.Option(help="tasks verified at once")] = 2,
     determinism_runs: Annotated[int, typer.Option(help="oracle runs in fresh sandboxes")] = 2,
-    rubric: Annotated[list[Path], typer.Option(help="TOML file of extra pattern rules")] = [],
+    rubric: Annotated[list[Path] | None, typer.Option(help="TOML file of extra pattern rules")] = None,
     log_dir: Annotated[Path | None, typer.Option(help="keep each trial's /logs here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print verdicts as JSON lines")] = False,
 ) -> None:
     """Run the oracle, null-solution and rubric verifiers; exit 1 if any task fails."""
     from evokit.verify import VerifyConfig, rubric_from, verify_many
 
-    cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=rubric_from(rubric), log_root=log_dir)
+    cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=rubric_from(rubric or []), log_root=log_dir)
     tasks = _task_dirs(paths)
     verdicts = verify_many(tasks, cfg, workers=workers, progress=len(tasks) > 1 and not as_json)
     if as_json:

@@ -6,8 +6,9 @@ step whose output it consumes (``input``), which is how length edits insert *dep
 steps. ``render(plan, seed)`` is deterministic: the same plan and seed give byte-identical
 folders; another seed gives other data with the same structure.
 
-Data depend on (seed, step index, scenario) but not on the skill, so replacing a skill
-(EE's ``skill`` direction) keeps the situation and changes only the technique asked for.
+Data depend on (seed, the step's ``data`` id, scenario) but not on the skill, so replacing a
+skill (EE's ``skill`` direction) keeps the situation and changes only the technique asked for,
+and inserting steps (``length``) keeps the data of the steps already there.
 
 Plans of foreign tasks come from :mod:`evokit.extract` (an LLM maps them onto the catalog).
 """
@@ -20,7 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evokit.catalog import OUT_DIR, CatalogError, Dataset, StepContext, StepSpec, compatible, scenario, skill
+from evokit.catalog import (
+    OUT_DIR,
+    CatalogError,
+    Dataset,
+    StepContext,
+    StepSpec,
+    compatible,
+    scenario,
+    skill,
+)
 from evokit.tasks import EvokitMetadata, Lineage, default_task_config, write_task
 
 #: Tools every catalog task image has. One shared layer: built once, reused by every task.
@@ -129,8 +139,12 @@ def compose(plan: Plan, seed: int) -> RenderedTask:
     setup: list[str] = []
     for i, st in enumerate(plan.steps, 1):
         where = f"step {i} ({st.scenario} × {st.skill})"
+        params = dict(st.params)
         if st.input is None:
-            dataset: Dataset = scenario(st.scenario).make(_rng(seed, "data", i, st.scenario))
+            # Data are keyed by a per-step "data" id (default: the step's position), recorded in
+            # the plan, so that an evolution edit that inserts steps keeps every old step's data.
+            key = params.setdefault("data", i)
+            dataset: Dataset = scenario(st.scenario).make(_rng(seed, "data", key, st.scenario))
             data_dir = f"/app/step{i}"
             for name, data in dataset.files.items():
                 env_files[f"data/step{i}/{name}"] = data
@@ -144,8 +158,8 @@ def compose(plan: Plan, seed: int) -> RenderedTask:
                 raise PlanError(f"{where}: step {st.input}'s output is a {dataset.scenario} file, "
                                 f"not {st.scenario}")
             data_dir = OUT_DIR
-        ctx = StepContext(rng=_rng(seed, "step", i, st.scenario, st.skill), index=i, data_dir=data_dir,
-                          dataset=dataset, params=dict(st.params))
+        ctx = StepContext(rng=_rng(seed, "step", params.get("data", i), st.scenario, st.skill), index=i,
+                          data_dir=data_dir, dataset=dataset, params=params)
         try:
             spec = skill(st.skill).render(ctx)
         except (KeyError, IndexError, ValueError) as e:

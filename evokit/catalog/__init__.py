@@ -4,9 +4,26 @@ See :mod:`evokit.catalog.base` for the vocabulary and :mod:`evokit.catalog.regis
 lookup (``scenario``, ``skill``, ``pairs``, ``pair_weight``).
 """
 
-from evokit.catalog.base import OUT_DIR, CatalogError, Dataset, Field, Scenario, Skill, StepContext, StepSpec
+from evokit.catalog.base import (
+    OUT_DIR,
+    CatalogError,
+    Dataset,
+    Field,
+    Scenario,
+    Skill,
+    StepContext,
+    StepSpec,
+)
 from evokit.catalog.registry import (
-    SCENARIOS, SKILLS, compatible, pair_weight, pairs, scenario, scenarios_for, skill, skills_for,
+    SCENARIOS,
+    SKILLS,
+    compatible,
+    pair_weight,
+    pairs,
+    scenario,
+    scenarios_for,
+    skill,
+    skills_for,
 )
 
 __all__ = [

@@ -1,3 +1,3 @@
 """Scenario modules; importing this package registers them all."""
 
-from evokit.catalog.scenarios import logs, records, tabular  # noqa: F401
+from evokit.catalog.scenarios import logs, records, repos, science, stores, sysadmin, tabular  # noqa: F401

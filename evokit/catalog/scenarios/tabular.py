@@ -29,7 +29,7 @@ def _ledger_csv(records: list[dict]) -> bytes:
 
 def make_ledger(rng: random.Random) -> Dataset:
     records = []
-    for i in range(rng.randint(30, 70)):
+    for _ in range(rng.randint(30, 70)):
         memo = rng.choice(_MEMOS).format(n=rng.randint(100, 999), q=rng.randint(1, 4))
         records.append({"date": f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
                         "account": rng.choice(_ACCOUNTS), "memo": memo,

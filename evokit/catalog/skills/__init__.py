@@ -1,3 +1,3 @@
 """Skill modules; importing this package registers them all."""
 
-from evokit.catalog.skills import fields  # noqa: F401
+from evokit.catalog.skills import fields, filesystem, special, sysops, textops  # noqa: F401
