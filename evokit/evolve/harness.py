@@ -1,0 +1,262 @@
+"""The evolution harness: per generation, plan refinement then environment refinement (EE §4).
+
+For each lineage and generation g (papers.md, "the evolution harness"):
+
+1. shuffle the three directions (or use the pinned one); for each in turn:
+2. **plan refinement**: the proposer edits the current plan ξ_E along the direction within the
+   effort; the reviewer's rubric accepts it or returns reasons, which go back to the proposer,
+   for at most ``review_rounds`` rounds;
+3. **environment refinement**: the modifier turns the accepted plan into a new task folder; the
+   three verifiers run (oracle, null, rubric); failures go back to the modifier until the
+   ``repair_budget`` is spent;
+4. the first direction that yields a verified environment is the generation's offspring; if all
+   three fail, the lineage branch ends.
+
+Every random choice is keyed by (seed, lineage, generation), so a run resumed after a crash
+makes the same choices as an uninterrupted one (see :mod:`evokit.lineage`).
+
+The roles are pluggable (:class:`Backend`): the procedural backend (offline, deterministic, built
+on the catalog) or the LLM backend (:mod:`evokit.evolve.llm_roles`).
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from evokit.difficulty import Reference, catalog_reference, score
+from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
+from evokit.evolve.metrics import mutation
+from evokit.evolve.review import PlanReviewer
+from evokit.lineage import EnvRecord, LineageStore
+from evokit.plan import Plan, render
+from evokit.tasks import Lineage, read_metadata
+from evokit.verify import Verdict, VerifyConfig, verify_task
+
+
+@dataclass(frozen=True)
+class EvolveConfig:
+    """One evolution run. Defaults follow EE: 15 generations, high effort, all three directions."""
+
+    generations: int = 15  # EE: 15 generations per lineage
+    effort: str = "high"  # EE's default effort: one contiguous span
+    direction: str | None = None  # pin one direction (the paper's per-direction ablation); None: shuffle all
+    review_rounds: int = 3  # proposer ⇄ reviewer rounds per direction
+    repair_budget: int = 2  # extra modifier attempts after a failed verification
+    seed: int = 0
+    verify: VerifyConfig = field(default_factory=VerifyConfig)
+
+    def __post_init__(self):
+        if self.effort not in EFFORTS:
+            raise ValueError(f"effort must be one of {EFFORTS}, not {self.effort!r}")
+        if self.direction is not None and self.direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, not {self.direction!r}")
+
+    def key(self) -> dict:
+        """What must match for a store to be resumed with this config."""
+        d = asdict(self)
+        d["verify"] = {k: v for k, v in d["verify"].items() if k in ("oracle_threshold", "null_max_reward",
+                                                                     "reward_key", "determinism_runs")}
+        return d
+
+
+class Proposer(Protocol):
+    def propose(self, plan: Plan, direction: str, effort: str, *, seed: int, rng: random.Random,
+                exclude: set[str], feedback: list[str], task_dir: Path) -> Edit | None: ...
+
+
+class Reviewer(Protocol):
+    def review(self, parent: Plan, child: Plan, direction: str, effort: str, *, seed: int,
+               seen: set[str]) -> list[str]: ...
+
+
+class Modifier(Protocol):
+    def modify(self, parent_dir: Path, parent: Plan, edit: Edit, dest: Path, *, seed: int, attempt: int,
+               feedback: list[str], lineage: Lineage) -> Path: ...
+
+
+@dataclass
+class Backend:
+    """The three LLM-able roles of the harness (the verifiers are always :func:`verify_task`)."""
+
+    name: str
+    proposer: Proposer
+    reviewer: Reviewer
+    modifier: Modifier
+    usage: Callable[[], dict] = dict  # LLM usage so far (calls, tokens, invalid replies)
+
+
+class _ProceduralProposerRole:
+    def __init__(self, ref: Reference):
+        self.inner = ProceduralProposer(ref)
+
+    def propose(self, plan, direction, effort, *, seed, rng, exclude, feedback, task_dir):
+        return self.inner.propose(plan, direction, effort, seed=seed, rng=rng, exclude=exclude)
+
+
+class ProceduralModifier:
+    """Render the accepted plan with the parent's seed: unchanged steps keep their data.
+
+    A repair attempt moves the new steps to fresh data ids (other data, same structure).
+    """
+
+    def __init__(self, ref: Reference):
+        self.ref = ref
+
+    def modify(self, parent_dir, parent, edit, dest, *, seed, attempt, feedback, lineage):
+        plan = edit.plan
+        if attempt:
+            from evokit.plan import Step
+
+            steps = list(plan.steps)
+            for i in edit.changed:
+                params = dict(steps[i].params)
+                if "data" in params:
+                    params["data"] = params["data"] + 1000 * attempt
+                steps[i] = Step(steps[i].scenario, steps[i].skill, tuple(sorted(params.items())), steps[i].input)
+            plan = Plan(tuple(steps), plan.goal)
+        return render(plan, seed, dest, lineage=lineage, difficulty=score(plan, self.ref).as_dict())
+
+
+def procedural_backend(ref: Reference | None = None) -> Backend:
+    ref = ref or catalog_reference()
+    return Backend("procedural", _ProceduralProposerRole(ref), PlanReviewer(ref), ProceduralModifier(ref))
+
+
+# ---------------------------------------------------------------------------- one lineage
+def _rng(cfg: EvolveConfig, lineage: str, g: int, *parts) -> random.Random:
+    return random.Random(":".join(map(str, ("evokit-evolve", cfg.seed, lineage, g, *parts))))
+
+
+def _plan_and_seed(task_dir: Path) -> tuple[Plan, int]:
+    meta = read_metadata(task_dir)
+    if meta is None or not meta.plan:
+        raise ValueError(f"{task_dir}: no plan in [metadata.evokit]; extract one first (evokit.extract)")
+    return Plan.from_records(meta.plan, meta.goal or ""), meta.seed or 0
+
+
+def _verdict_summary(v: Verdict) -> dict:
+    return {"passed": v.passed, "failures": [f"{c.name}: {c.reason}" for c in v.failures],
+            "rewards": v.rewards}
+
+
+def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, lineage: str,
+                      parent: EnvRecord, seen: set[str]) -> EnvRecord | None:
+    """Try directions in a seeded order until one yields a verified child; record everything."""
+    g = parent.generation + 1
+    parent_dir = store.path(parent)
+    plan, seed = _plan_and_seed(parent_dir)
+    directions = [cfg.direction] if cfg.direction else list(DIRECTIONS)
+    if not cfg.direction:
+        _rng(cfg, lineage, g, "order").shuffle(directions)
+    for direction in directions:
+        t0 = time.monotonic()
+        rng = _rng(cfg, lineage, g, direction)
+        feedback: list[str] = []
+        tried: set[str] = set(seen)
+        edit = None
+        for _ in range(cfg.review_rounds):
+            try:
+                proposal = backend.proposer.propose(plan, direction, cfg.effort, seed=seed, rng=rng, exclude=tried,
+                                                    feedback=feedback, task_dir=parent_dir)
+            except ValueError as e:  # an LLM reply that never validated: a rejection with its reason
+                feedback.append(f"proposer: {e}")
+                continue
+            if proposal is None:
+                feedback.append("proposer: no edit of this kind found")
+                break
+            tried.add(proposal.plan.to_json())
+            reasons = backend.reviewer.review(plan, proposal.plan, direction, cfg.effort, seed=seed, seen=seen)
+            if not reasons:
+                edit = proposal
+                break
+            feedback += reasons
+        if edit is None:
+            store.append({"kind": "reject", "lineage": lineage, "generation": g, "direction": direction,
+                          "stage": "plan", "reasons": feedback[-6:]})
+            continue
+        child = _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0)
+        if child is not None:
+            return child
+    store.append({"kind": "end", "lineage": lineage, "generation": g,
+                  "reason": "every direction failed (see the reject records)"})
+    return None
+
+
+def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0):
+    feedback: list[str] = []
+    with tempfile.TemporaryDirectory(dir=store.root, prefix=".work-") as work:
+        for attempt in range(cfg.repair_budget + 1):
+            dest = Path(work) / f"attempt-{attempt}"
+            try:
+                folder = backend.modifier.modify(
+                    parent_dir, plan, edit, dest, seed=seed, attempt=attempt, feedback=feedback,
+                    lineage=Lineage(parent=parent.content_hash, generation=g, direction=edit.direction,
+                                    effort=edit.effort, lineage_id=lineage))
+            except (ValueError, OSError) as e:  # a modifier reply that never validated, a bad file
+                feedback = [f"modifier: {e}"]
+                continue
+            verdict = verify_task(folder, cfg.verify)
+            if verdict.passed:
+                new_plan, _ = _plan_and_seed(folder)
+                mut = mutation(parent_dir, folder)
+                diff = score(new_plan, backend_ref(backend)).as_dict()
+                name, h = store.add_task(folder)
+                rec = EnvRecord(lineage, g, 0, name, h, parent.content_hash, edit.direction, edit.effort, {
+                    "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,
+                    "mutation": mut, "verdict": _verdict_summary(verdict), "attempts": attempt + 1,
+                    "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage()})
+                store.add_env(rec)
+                return rec
+            feedback = [f"{c.name}: {c.reason}" for c in verdict.failures]
+            shutil.rmtree(dest, ignore_errors=True)
+    store.append({"kind": "reject", "lineage": lineage, "generation": g, "direction": edit.direction,
+                  "stage": "verify", "reasons": feedback[-6:]})
+    return None
+
+
+def backend_ref(backend: Backend) -> Reference:
+    return getattr(backend.reviewer, "ref", None) or catalog_reference()
+
+
+def add_seed(store: LineageStore, seed_dir: Path, lineage: str) -> EnvRecord:
+    """Generation 0 of a lineage: the seed task itself (idempotent)."""
+    for e in store.lineage(lineage):
+        if e.generation == 0:
+            return e
+    plan, _ = _plan_and_seed(seed_dir)
+    tmp = Path(tempfile.mkdtemp(dir=store.root, prefix=".seed-"))
+    shutil.copytree(seed_dir, tmp / "t")
+    name, h = store.add_task(tmp / "t")
+    shutil.rmtree(tmp, ignore_errors=True)
+    rec = EnvRecord(lineage, 0, 0, name, h, None, None, None, {
+        "plan": plan.to_records(), "difficulty": score(plan, catalog_reference()).as_dict(), "seed_dir": str(seed_dir)})
+    store.add_env(rec)
+    return rec
+
+
+def evolve_lineage(store: LineageStore, backend: Backend, cfg: EvolveConfig, lineage: str, seed_dir: Path,
+                   on_generation: Callable[[], None] = lambda: None) -> list[EnvRecord]:
+    """Run (or resume) one lineage to ``cfg.generations`` generations or until it ends."""
+    add_seed(store, seed_dir, lineage)
+    envs = store.lineage(lineage)
+    for _ in envs[1:]:
+        on_generation()
+    if lineage in store.ended():
+        return envs
+    seen = {Plan.from_records(e.data["plan"]).to_json() for e in envs}
+    current = envs[-1]
+    while current.generation < cfg.generations:
+        child = evolve_generation(store, backend, cfg, lineage, current, seen)
+        on_generation()
+        if child is None:
+            break
+        seen.add(Plan.from_records(child.data["plan"]).to_json())
+        current = child
+    return store.lineage(lineage)

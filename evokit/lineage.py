@@ -1,0 +1,189 @@
+"""The lineage store: every evolved environment on disk, with an index that survives SIGKILL.
+
+Layout of a store directory::
+
+    STORE/tasks/<content-hash[:16]>/   one Harbor task folder per distinct environment (dedup by hash)
+    STORE/index.jsonl                  one JSON record per event, appended and fsync'ed
+    STORE/config.json                  the run's parameters (checked on resume)
+
+A record is either ``{"kind": "env", ...}`` (an accepted environment: lineage, generation, k,
+parent, direction, effort, verdict, mutation metrics, D_T parts, timings, LLM usage, plan) or
+``{"kind": "reject", ...}`` (a direction that failed at a generation, with its reasons), or
+``{"kind": "end", ...}`` (a lineage branch that ended because every direction failed).
+
+Crash safety: a task folder is written to ``STORE/.tmp-*`` and renamed into ``tasks/`` (atomic),
+*then* its record is appended; a reader ignores a torn last line. A folder without a record
+(killed between the two) is harmless: the resumed run recomputes the same environment (every
+random choice is keyed by (seed, lineage, generation)), finds the folder by its hash and only
+appends the record. So a killed and resumed run ends with the same store as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from evokit.tasks import content_hash
+
+
+class StoreError(RuntimeError):
+    """The store is inconsistent or was made with other parameters; the message says which."""
+
+
+@dataclass(frozen=True)
+class EnvRecord:
+    """One accepted environment E_{i,g,k}."""
+
+    lineage: str
+    generation: int
+    k: int
+    task: str  # folder name under tasks/
+    content_hash: str
+    parent: str | None  # content hash of the parent (None for a seed)
+    direction: str | None
+    effort: str | None
+    data: dict  # everything else: plan, difficulty, mutation, verdict, timings, usage
+
+    def to_json(self) -> dict:
+        return {"kind": "env", "lineage": self.lineage, "generation": self.generation, "k": self.k,
+                "task": self.task, "content_hash": self.content_hash, "parent": self.parent,
+                "direction": self.direction, "effort": self.effort, **self.data}
+
+    @staticmethod
+    def from_json(row: dict) -> EnvRecord:
+        core = {"lineage", "generation", "k", "task", "content_hash", "parent", "direction", "effort", "kind"}
+        return EnvRecord(row["lineage"], row["generation"], row["k"], row["task"], row["content_hash"],
+                         row.get("parent"), row.get("direction"), row.get("effort"),
+                         {k: v for k, v in row.items() if k not in core})
+
+
+class LineageStore:
+    """Append-only, crash-safe store of lineages; safe for threads of one process."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        (self.root / "tasks").mkdir(parents=True, exist_ok=True)
+        self.index_path = self.root / "index.jsonl"
+        self._lock = threading.Lock()
+        # (kind, lineage, generation, direction, stage) of every record, so that a resumed run
+        # that redoes an interrupted generation does not log its rejections twice.
+        self._keys = {self._key(r) for r in self.records()}
+        for tmp in [*self.root.glob(".tmp-*"), *self.root.glob(".work-*"), *self.root.glob(".seed-*")]:  # half-written folders of a killed run: never visible
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    # ------------------------------------------------------------------ config
+    def check_config(self, config: dict) -> None:
+        """First run: record ``config``; resume: refuse a different one (it would mix two runs)."""
+        path = self.root / "config.json"
+        if path.exists():
+            old = json.loads(path.read_text())
+            if old != config:
+                diff = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
+                raise StoreError(f"{self.root} was made with other parameters ({', '.join(diff)}); "
+                                 "use a new --out or the same parameters to resume")
+        else:
+            _atomic_write(path, json.dumps(config, indent=2, sort_keys=True))
+
+    # ------------------------------------------------------------------ reading
+    def records(self) -> Iterator[dict]:
+        if not self.index_path.exists():
+            return
+        with open(self.index_path) as f:
+            for line in f:
+                if not line.endswith("\n"):
+                    break  # a torn last line from a killed writer
+                yield json.loads(line)
+
+    def envs(self) -> list[EnvRecord]:
+        return [EnvRecord.from_json(r) for r in self.records() if r["kind"] == "env"]
+
+    def lineage(self, lineage_id: str) -> list[EnvRecord]:
+        return sorted((e for e in self.envs() if e.lineage == lineage_id), key=lambda e: (e.generation, e.k))
+
+    def lineages(self) -> list[str]:
+        return sorted({e.lineage for e in self.envs()})
+
+    def ended(self) -> set[str]:
+        return {r["lineage"] for r in self.records() if r["kind"] == "end"}
+
+    def path(self, rec: EnvRecord) -> Path:
+        return self.root / "tasks" / rec.task
+
+    # ------------------------------------------------------------------ writing
+    def add_task(self, folder: Path) -> tuple[str, str]:
+        """Move a verified task folder into the store (or find its twin); returns (name, hash)."""
+        h = content_hash(folder)
+        name = h[:16]
+        dest = self.root / "tasks" / name
+        if dest.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            return name, h
+        tmp = self.root / f".tmp-{name}-{os.getpid()}-{threading.get_ident()}"
+        shutil.copytree(folder, tmp, symlinks=True)
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not dest.exists():
+                raise
+        shutil.rmtree(folder, ignore_errors=True)
+        return name, h
+
+    @staticmethod
+    def _key(row: dict) -> tuple:
+        return (row["kind"], row.get("lineage"), row.get("generation"), row.get("k"), row.get("direction"),
+                row.get("stage"))
+
+    def append(self, row: dict) -> bool:
+        """Append one record durably; a record already logged (same key) is skipped. Returns whether written."""
+        line = json.dumps(row, sort_keys=True, default=str) + "\n"
+        with self._lock:
+            key = self._key(row)
+            if key in self._keys:
+                return False
+            with open(self.index_path, "a") as f:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            self._keys.add(key)
+            return True
+
+    def add_env(self, rec: EnvRecord) -> None:
+        self.append(rec.to_json())
+
+    # ------------------------------------------------------------------ checks and export
+    def check(self) -> list[str]:
+        """Index vs folders: every env record's folder exists and has the recorded hash."""
+        problems = []
+        for e in self.envs():
+            p = self.path(e)
+            if not p.is_dir():
+                problems.append(f"{e.lineage} g{e.generation}: folder {e.task} missing")
+            elif content_hash(p) != e.content_hash:
+                problems.append(f"{e.lineage} g{e.generation}: {e.task} does not match its recorded hash")
+        return problems
+
+    def export(self, out: str | Path, *, generation: int | None = None) -> list[Path]:
+        """Copy environments (one generation, or all) into a plain Harbor dataset folder."""
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for e in self.envs():
+            if generation is not None and e.generation != generation:
+                continue
+            dest = out / f"{e.lineage}-g{e.generation:02d}-k{e.k}"
+            if not dest.exists():
+                shutil.copytree(self.path(e), dest, symlinks=True)
+            written.append(dest)
+        return written
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
