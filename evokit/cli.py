@@ -152,6 +152,85 @@ def seeds(
     console.print(f"{len(rows)} verified seeds in {out} (index: {out / 'seeds.jsonl'})")
 
 
+@app.command()
+def evolve(
+    seeds: Annotated[Path, typer.Option(help="folder of seed tasks (e.g. from `evokit seeds`)")],
+    out: Annotated[Path, typer.Option(help="lineage store to write (resumed if it exists)")],
+    generations: Annotated[int, typer.Option(help="generations per lineage (EE: 15)")] = 15,
+    effort: Annotated[str, typer.Option(help="low | high | max")] = "high",
+    direction: Annotated[str | None, typer.Option(help="pin one direction: length | scenario | skill")] = None,
+    backend: Annotated[str, typer.Option(help="procedural | llm")] = "procedural",
+    model: Annotated[str | None, typer.Option(help="LLM for the llm backend")] = None,
+    api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of the llm backend")] = None,
+    seed: Annotated[int, typer.Option(help="random seed of the run")] = 0,
+    workers: Annotated[int, typer.Option(help="lineages evolved at once")] = 2,
+    executor: Annotated[str, typer.Option(help="local | ray")] = "local",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (with --executor ray)")] = None,
+    limit: Annotated[int | None, typer.Option(help="use only the first N seeds")] = None,
+) -> None:
+    """Evolve one lineage per seed; kill it any time and run the same command again to resume."""
+    from evokit.evolve import EvolveConfig, procedural_backend
+    from evokit.evolve import evolve as run_evolution
+    from evokit.parallel import make_executor
+
+    if backend == "llm":
+        from evokit.evolve.llm_roles import llm_backend
+
+        client = _client(model, api_base)
+        if client is None:
+            raise typer.BadParameter("--backend llm needs --model (and --api-base for a local server)")
+        chosen = llm_backend(client)
+    elif backend == "procedural":
+        chosen = procedural_backend()
+    else:
+        raise typer.BadParameter("backend must be procedural or llm")
+    seed_dirs = _task_dirs([seeds])[:limit]
+    cfg = EvolveConfig(generations=generations, effort=effort, direction=direction, seed=seed)
+    store = run_evolution(seed_dirs, out, cfg, backend=chosen, workers=workers,
+                          executor=make_executor(executor, workers, ray_address))
+    envs = store.envs()
+    console.print(f"{len(envs)} environments in {len(store.lineages())} lineages → {out}")
+
+
+lineage_app = typer.Typer(help="inspect and export a lineage store")
+app.add_typer(lineage_app, name="lineage")
+
+
+@lineage_app.command("show")
+def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
+                 lineage_id: Annotated[str | None, typer.Option("--lineage", help="one lineage only")] = None) -> None:
+    """One row per environment: generation, direction, D_T and its parts, mutation."""
+    from evokit.lineage import LineageStore
+
+    st = LineageStore(store)
+    table = Table(title=f"lineages in {store}")
+    for col in ("lineage", "g", "direction", "L", "D_T", "scenario", "skill", "mutation", "task"):
+        table.add_column(col)
+    for e in st.envs():
+        if lineage_id and e.lineage != lineage_id:
+            continue
+        d, m = e.data.get("difficulty", {}), e.data.get("mutation") or {}
+        table.add_row(e.lineage, str(e.generation), e.direction or "seed", str(int(d.get("length", 0))),
+                      f"{d.get('total', 0):.1f}", f"{d.get('scenario_term', 0):+.1f}", f"{d.get('skill_term', 0):+.1f}",
+                      f"{m['total']:.2f}" if m else "-", e.task)
+    console.print(table)
+    problems = st.check()
+    for p in problems:
+        console.print(f"[red]{p}")
+    raise typer.Exit(1 if problems else 0)
+
+
+@lineage_app.command("export")
+def lineage_export(store: Annotated[Path, typer.Argument(help="a lineage store")],
+                   out: Annotated[Path, typer.Option(help="Harbor dataset folder to write")],
+                   generation: Annotated[int | None, typer.Option(help="only this generation")] = None) -> None:
+    """Copy environments into a plain Harbor dataset folder (one task folder each)."""
+    from evokit.lineage import LineageStore
+
+    written = LineageStore(store).export(out, generation=generation)
+    console.print(f"{len(written)} task folders → {out}")
+
+
 def main() -> None:  # pragma: no cover
     app()
 

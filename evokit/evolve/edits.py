@@ -25,6 +25,8 @@ DIRECTIONS = ("length", "scenario", "skill")
 EFFORTS = ("low", "high", "max")
 MAX_SPAN = 3  # longest span a high/max edit inserts or replaces
 MAX_PLAN = 12  # never grow a plan beyond this many steps
+#: The part of D_T each direction targets (see evokit.difficulty's decomposition).
+TERM = {"length": "length_term", "scenario": "scenario_term", "skill": "skill_term"}
 
 
 @dataclass(frozen=True)
@@ -96,14 +98,17 @@ class ProceduralProposer:
         """One edit obeying direction and effort that renders, not in ``exclude``; None if none found."""
         if direction not in DIRECTIONS or effort not in EFFORTS:
             raise ValueError(f"direction must be one of {DIRECTIONS} and effort one of {EFFORTS}")
-        base = score(plan, self.ref).total
+        before = score(plan, self.ref)
         found: list[tuple[Edit, float]] = []
         for _ in range(self.candidates * 4):
             edit = getattr(self, f"_{direction}")(plan, effort, seed, rng)
             if edit is None or edit.plan.to_json() in exclude or not renders(edit.plan, seed):
                 continue
-            gain = score(edit.plan, self.ref).total - base
-            if gain > 0:
+            after = score(edit.plan, self.ref)
+            # The edit must make the task harder *along its own direction* (EE: each direction
+            # targets one source of difficulty) and harder overall.
+            gain = getattr(after, TERM[direction]) - getattr(before, TERM[direction])
+            if gain > 0 and after.total > before.total:
                 found.append((edit, gain))
             if len(found) >= self.candidates:
                 break

@@ -7,13 +7,15 @@ Rules (each returns a reason when it fails):
   adds steps; ``scenario`` changes situations only (skills kept); ``skill`` changes techniques
   only (situations kept);
 * ``effort``: ``low`` touches one step, ``high`` one contiguous span, ``max`` anything;
-* ``harder``: D_T rises under the reference distribution;
+* ``harder``: D_T rises under the reference distribution, and so does the part of it the
+  direction targets (L for length, the scenario term, the skill term);
 * ``novel``: the plan is no copy of an environment already in the lineage.
 """
 
 from __future__ import annotations
 
 from evokit.difficulty import Reference, score
+from evokit.evolve.edits import TERM
 from evokit.plan import Plan, PlanError, Step, compose
 
 
@@ -77,9 +79,13 @@ class PlanReviewer:
             if effort == "high" and changed != list(range(changed[0], changed[-1] + 1)):
                 reasons.append(f"effort: high effort touches one contiguous span, this edit touches "
                                f"steps {[c + 1 for c in changed]}")
-        before, after = score(parent, self.ref).total, score(child, self.ref).total
-        if after <= before:
-            reasons.append(f"harder: D_T does not rise ({before:.2f} → {after:.2f})")
+        before, after = score(parent, self.ref), score(child, self.ref)
+        if after.total <= before.total:
+            reasons.append(f"harder: D_T does not rise ({before.total:.2f} → {after.total:.2f})")
+        term = TERM.get(direction)
+        if term and not isinstance(changed, str) and getattr(after, term) <= getattr(before, term):
+            reasons.append(f"direction: a {direction} edit must raise the {term.replace('_', ' ')} of D_T "
+                           f"({getattr(before, term):.2f} → {getattr(after, term):.2f})")
         if child.to_json() in seen:
             reasons.append("novel: this plan is already in the lineage")
         return reasons

@@ -93,7 +93,8 @@ class Sandbox:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.cgroup = Cgroup(f"evokit-{self.id}", self.limits)
         info_r, info_w = os.pipe()
-        inner = bwrap_base(network=self.network, cwd="/", env={"PATH": self.env.get("PATH", "/usr/bin:/bin")})
+        inner = bwrap_base(network=self.network, cwd="/", env={"PATH": self.env.get("PATH", "/usr/bin:/bin")},
+                           die_with_parent=True)
         inner += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
                   "--info-fd", str(info_w)]
         if not self.network:
