@@ -144,7 +144,10 @@ def compose(plan: Plan, seed: int) -> RenderedTask:
             # Data are keyed by a per-step "data" id (default: the step's position), recorded in
             # the plan, so that an evolution edit that inserts steps keeps every old step's data.
             key = params.setdefault("data", i)
-            dataset: Dataset = scenario(st.scenario).make(_rng(seed, "data", key, st.scenario))
+            # "data_seed" pins the seed of this step's data: a merged task (evokit.evolve.baselines)
+            # keeps the data each part had under its own render seed.
+            dataset: Dataset = scenario(st.scenario).make(_rng(params.get("data_seed", seed), "data", key,
+                                                               st.scenario))
             data_dir = f"/app/step{i}"
             for name, data in dataset.files.items():
                 env_files[f"data/step{i}/{name}"] = data
@@ -158,7 +161,8 @@ def compose(plan: Plan, seed: int) -> RenderedTask:
                 raise PlanError(f"{where}: step {st.input}'s output is a {dataset.scenario} file, "
                                 f"not {st.scenario}")
             data_dir = OUT_DIR
-        ctx = StepContext(rng=_rng(seed, "step", params.get("data", i), st.scenario, st.skill), index=i,
+        ctx = StepContext(rng=_rng(params.get("data_seed", seed), "step", params.get("data", i), st.scenario,
+                               st.skill), index=i,
                           data_dir=data_dir, dataset=dataset, params=params)
         try:
             spec = skill(st.skill).render(ctx)

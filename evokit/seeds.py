@@ -12,11 +12,12 @@ written. ``out/seeds.jsonl`` indexes them.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import random
 import shutil
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,15 +96,30 @@ def make_one(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, max_att
                 reasons.append("; ".join(f"{c.name}: {c.reason}" for c in verdict.failures))
                 continue
             shutil.move(str(task), dest)
-        return {"name": dest.name, "domain": spec.domain, "length": len(plan), "rare": spec.rare,
+        return {"name": dest.name, "domain": spec.domain, "verify_seconds": round(verdict.timings.get("total", 0), 3), "length": len(plan), "rare": spec.rare,
                 "render_seed": render_seed, "attempts": attempt + 1, "content_hash": content_hash(dest),
                 "plan": plan.to_records(), "difficulty": diff}
     raise RuntimeError(f"seed {spec.index}: no verified task after {max_attempts} attempts: {reasons[-3:]}")
 
 
+def _make_and_index(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig) -> dict:
+    row = make_one(spec, seed, out, config)
+    with open(out / "seeds.jsonl", "a") as f:  # the job logs its own seed: a crash loses nothing
+        f.write(json.dumps(row, sort_keys=True) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return row
+
+
 def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: VerifyConfig = VerifyConfig(),
-               progress: bool = True) -> list[dict]:
-    """Write ``n`` verified seeds into ``out`` (existing ones are kept and reused: resumable)."""
+               progress: bool = True, executor=None) -> list[dict]:
+    """Write ``n`` verified seeds into ``out`` (existing ones are kept and reused: resumable).
+
+    Seeds are made ``workers`` at a time, or through ``executor`` (an :mod:`evokit.parallel`
+    executor, e.g. Ray; on a cluster ``out`` must be on a disk every node sees).
+    """
+    from evokit.parallel import LocalExecutor
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     index_path = out / "seeds.jsonl"
@@ -114,11 +130,14 @@ def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: 
             if (out / row["name"]).is_dir():
                 done[row["name"]] = row
     todo = [s for s in seed_specs(n, seed) if f"seed-{s.index:04d}" not in done]
-    with ThreadPoolExecutor(max_workers=workers) as pool, \
-            tqdm(total=n, initial=n - len(todo), desc="seeds", unit="task", disable=not progress) as bar:
-        for row in pool.map(lambda s: make_one(s, seed, out, config), todo):
-            done[row["name"]] = row
-            with open(index_path, "a") as f:  # one line per published seed: a crash loses nothing
-                f.write(json.dumps(row, sort_keys=True) + "\n")
-            bar.update()
-    return [done[k] for k in sorted(done)]
+    executor = executor or LocalExecutor(workers)
+    with tqdm(total=n, initial=n - len(todo), desc="seeds", unit="task", disable=not progress) as bar:
+        rows = executor.map(functools.partial(_make_and_index, seed=seed, out=out, config=config), todo,
+                            progress=bar)
+    done.update((row["name"], row) for row in rows)
+    rows = [done[k] for k in sorted(done)]
+    # Jobs append in the order they finish; the final index lists the seeds in order.
+    tmp = index_path.with_name(".seeds.jsonl.tmp")
+    tmp.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
+    os.replace(tmp, index_path)
+    return rows

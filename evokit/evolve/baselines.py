@@ -8,8 +8,11 @@ of environments" (papers.md, "experimental setup"). Both write Harbor task folde
 1. **Environment ensemble** (:func:`ensemble`): "recursively merge all 2- and 3-combinations of
    failed seeds into larger environments". Merging is defined for evokit's procedural tasks, whose
    plan and render seed sit in ``[metadata.evokit]``: the merged plan is the concatenation of the
-   parts' plans (``input`` links renumbered), each step keeping its parameters and its data. A
-   foreign task (no plan in its metadata) raises :class:`BaselineError`; extract a plan first.
+   parts' plans (``input`` links renumbered), each step keeping its parameters and its data. Data
+   are kept through a step parameter ``data_seed`` (the part's render seed), which
+   :func:`evokit.plan.compose` must honour: the parts were rendered with different seeds, and a
+   step's ``data`` key alone fixes its data only under one seed. A foreign task (no plan in its
+   metadata) raises :class:`BaselineError`; extract a plan first.
 2. **Co-evolution** (:class:`WeaknessBank`, :func:`update_bank`, :func:`synthesize`,
    :func:`coevolve_round`): "build a weakness bank from failed trajectories, synthesise from it,
    redo every 50 RL steps". The bank counts, per (scenario, skill) pair, the steps the policy got
@@ -189,8 +192,9 @@ def ensemble(failed: Sequence[str | Path], store: LineageStore, *, budget: int, 
     if budget < 0:
         raise ValueError(f"budget must be ≥ 0, not {budget}")
     pool = sorted((_seed_unit(Path(p)) for p in failed), key=lambda u: (u.name, u.content_hash))
-    if len({u.content_hash for u in pool}) < len(pool):
-        raise BaselineError("the failed seeds contain the same task twice; pass each task once")
+    if len({u.content_hash for u in pool}) < len(pool) or len({u.name for u in pool}) < len(pool):
+        raise BaselineError("the failed seeds contain the same task (or folder name) twice; names identify "
+                            "the parts in data['merged'], so pass each task once under a distinct name")
     _require_data_seed()
     done = {tuple(e.data["merged_hashes"]): e for e in store.lineage(config.lineage)}
     made_sets = {frozenset(u.bases) for u in pool}

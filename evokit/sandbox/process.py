@@ -19,6 +19,20 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 DEFAULT_MAX_OUTPUT = 4 * 1024 * 1024  # bytes kept per stream (head + tail)
+
+
+class _Clock:
+    """Seconds spent waiting on sandbox processes, for the benchmarks' sandbox-vs-Python split."""
+
+    def __init__(self):
+        self.seconds, self._lock = 0.0, threading.Lock()
+
+    def add(self, dt: float) -> None:
+        with self._lock:
+            self.seconds += dt
+
+
+SUBPROCESS_CLOCK = _Clock()
 TIMEOUT_EXIT_CODE = 124  # what GNU timeout returns; Harbor's agents read it the same way
 
 
@@ -119,10 +133,16 @@ def run_capped(
         stderr=readers[1].text(),
         return_code=TIMEOUT_EXIT_CODE if timed_out else proc.returncode,
         timed_out=timed_out,
-        duration_sec=time.monotonic() - t0,
+        duration_sec=_elapsed(t0),
         truncated_bytes=readers[0].dropped + readers[1].dropped,
         stdout_bytes=readers[0].raw() if keep_bytes else b"",
     )
+
+
+def _elapsed(t0: float) -> float:
+    dt = time.monotonic() - t0
+    SUBPROCESS_CLOCK.add(dt)
+    return dt
 
 
 def _feed(pipe, data: bytes) -> None:

@@ -40,7 +40,7 @@ from evokit.sandbox.bwrap import (
 )
 from evokit.sandbox.cgroup import Cgroup, Limits
 from evokit.sandbox.image import Image, _as_user
-from evokit.sandbox.process import ExecResult, run_capped
+from evokit.sandbox.process import SUBPROCESS_CLOCK, ExecResult, run_capped
 
 RUN_DIR = Path(os.environ.get("EVOKIT_RUN_DIR", "/run/evokit"))
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
@@ -110,6 +110,7 @@ class Sandbox:
         storage = (self.limits.storage_mb or 100_000) * 1024 * 1024
         argv = overlay_argv(cache_root=self.image.root, lowerdirs=self.image.lowerdirs,
                             upper_root=self.state_dir, tmpfs_bytes=storage, inner=inner)
+        t_start = time.monotonic()
         self._init = subprocess.Popen(self.cgroup.wrap(argv), pass_fds=(info_w,), stdin=subprocess.DEVNULL,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       start_new_session=True, env=host_env())
@@ -118,6 +119,7 @@ class Sandbox:
             raw = f.read()  # bwrap closes the fd once the sandbox is set up (or on failure)
         ready = self._init.stdout.readline()
         self._init.stdout.close()
+        SUBPROCESS_CLOCK.add(time.monotonic() - t_start)
         if not raw or ready.strip() != b"ready":
             self._init.wait(timeout=10) if self._init.poll() is None and not raw else None
             err = self._init.stderr.read().decode(errors="replace") if self._init.poll() is not None else ""
