@@ -11,14 +11,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from evokit.difficulty import catalog_reference
 from evokit.evolve import EvolveConfig, evolve
 from evokit.evolve.edits import ProceduralProposer
 from evokit.evolve.review import PlanReviewer
-from evokit.difficulty import catalog_reference
 from evokit.lineage import LineageStore
 from evokit.plan import Plan, Step
 from evokit.seeds import make_seeds
