@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 .PHONY: setup reproduce test test-slow bench lint clean-cache
 
 setup:
-	@scripts/setup.sh dev,llm
+	@scripts/setup.sh dev,llm,scale
 
 ## The main job (smoke reproduction): for now, build and verify the bundled example tasks.
 reproduce: setup

@@ -12,7 +12,6 @@ from evokit.sandbox.cgroup import Limits
 from evokit.sandbox.image import Image, build_image
 from evokit.sandbox.runtime import Sandbox, SandboxError
 
-
 #: Used when a task sets no ``memory_mb`` / ``storage_mb`` (Harbor leaves them unset): many
 #: sandboxes at once must not be able to take the host's RAM between them.
 DEFAULT_MEMORY_MB = 2048

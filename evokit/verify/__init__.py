@@ -4,7 +4,14 @@
 oracle or null trial in the local sandbox with Harbor's paths and reward contract.
 """
 
-from evokit.verify.rubric import DEFAULT_RUBRIC, Rubric, RubricContext, Rule, load_pattern_rules, rubric_from
+from evokit.verify.rubric import (
+    DEFAULT_RUBRIC,
+    Rubric,
+    RubricContext,
+    Rule,
+    load_pattern_rules,
+    rubric_from,
+)
 from evokit.verify.trial import RewardError, TrialRun, parse_rewards, run_trial
 from evokit.verify.verdict import Check, Verdict, VerifyConfig, verify_many, verify_task
 

@@ -14,6 +14,7 @@ A task that cannot even be loaded or built gets a failed verdict naming the reas
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -129,10 +130,13 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
 
 
 def verify_many(paths: list[str | Path], config: VerifyConfig = VerifyConfig(), *, workers: int = 2,
-                progress: bool = True) -> list[Verdict]:
-    """Verify many tasks, ``workers`` at a time, with a progress bar; order is kept."""
+                progress: bool = True, executor=None) -> list[Verdict]:
+    """Verify many tasks, ``workers`` at a time (or through ``executor``: an
+    :mod:`evokit.parallel` executor, e.g. Ray), with a progress bar; order is kept."""
     from tqdm import tqdm
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(verify_task, p, config) for p in paths]
-        return [f.result() for f in tqdm(futures, desc="verify", unit="task", disable=not progress)]
+    from evokit.parallel import LocalExecutor
+
+    executor = executor or LocalExecutor(workers)
+    with tqdm(total=len(paths), desc="verify", unit="task", disable=not progress) as bar:
+        return executor.map(functools.partial(verify_task, config=config), list(paths), progress=bar)
