@@ -23,6 +23,7 @@ from pathlib import Path
 from evokit.evolve import EvolveConfig, evolve
 from evokit.sandbox.process import SUBPROCESS_CLOCK
 from evokit.seeds import make_seeds
+from evokit.verify import VerifyConfig
 
 
 def timed(fn):
@@ -44,7 +45,8 @@ def main() -> None:
     rows = {}
     try:
         # serial split on a small sample, then throughput with all workers
-        _, wall1, sand1 = timed(lambda: make_seeds(10, 99, tmp / "serial", workers=1, progress=False))
+        serial = VerifyConfig(parallel=False)  # one process at a time: wall = sandbox waits + Python
+        _, wall1, sand1 = timed(lambda: make_seeds(10, 99, tmp / "serial", workers=1, progress=False, config=serial))
         seeds, wall, _ = timed(lambda: make_seeds(args.seeds, 0, tmp / "seeds", workers=args.workers))
         rows["seeds"] = {"n": len(seeds), "minutes": wall / 60, "seeds_per_minute": len(seeds) / wall * 60,
                          "sandbox_share_serial": sand1 / wall1, "python_share_serial": 1 - sand1 / wall1,
@@ -52,7 +54,8 @@ def main() -> None:
                          "skills": len({s["skill"] for r in seeds for s in r["plan"]})}
         dirs = sorted(p for p in (tmp / "seeds").iterdir() if p.name.startswith("seed-"))[: args.lineages]
         cfg = EvolveConfig(generations=args.generations)
-        _, wall1, sand1 = timed(lambda: evolve(dirs[:2], tmp / "serial-store", cfg, workers=1, progress=False))
+        _, wall1, sand1 = timed(lambda: evolve(dirs[:2], tmp / "serial-store", EvolveConfig(
+            generations=args.generations, verify=serial), workers=1, progress=False))
         store, wall, _ = timed(lambda: evolve(dirs, tmp / "store", cfg, workers=args.workers))
         children = [e for e in store.envs() if e.generation > 0]
         rows["evolve"] = {"lineages": len(dirs), "generations": args.generations, "offspring": len(children),
