@@ -208,7 +208,7 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 mut = mutation(parent_dir, folder)
                 diff = score(new_plan, backend_ref(backend)).as_dict()
                 name, h = store.add_task(folder)
-                rec = EnvRecord(lineage, g, 0, name, h, parent.content_hash, edit.direction, edit.effort, {
+                rec = EnvRecord(lineage, g, 1, name, h, parent.content_hash, edit.direction, edit.effort, {
                     "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,
                     "mutation": mut, "verdict": _verdict_summary(verdict), "attempts": attempt + 1,
                     "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage()})
@@ -235,7 +235,7 @@ def add_seed(store: LineageStore, seed_dir: Path, lineage: str) -> EnvRecord:
     shutil.copytree(seed_dir, tmp / "t")
     name, h = store.add_task(tmp / "t")
     shutil.rmtree(tmp, ignore_errors=True)
-    rec = EnvRecord(lineage, 0, 0, name, h, None, None, None, {
+    rec = EnvRecord(lineage, 0, 1, name, h, None, None, None, {
         "plan": plan.to_records(), "difficulty": score(plan, catalog_reference()).as_dict(), "seed_dir": str(seed_dir)})
     store.add_env(rec)
     return rec
