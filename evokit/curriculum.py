@@ -1,0 +1,387 @@
+"""Which environment to train on next: EE's Evolution-Lineage scheduler and two baselines.
+
+jaxued's pattern (style.md): a scheduler is a frozen config plus a plain, printable state
+record; every call takes the state and returns a new one, so a notebook can print it and a
+test can walk every transition.
+
+* **EL** (papers.md, "EE: Evolution-Lineage (EL) scheduler"). Lineage i serves one environment
+  at a time, E_{i,g,k} (generation g, k-th of N_{i,g}). After B rollouts with pass rate p̂:
+
+      p̂ ≤ τ            → stay on (g, k)
+      p̂ > τ, k < N     → (g, k + 1)
+      p̂ > τ, k = N     → (g + 1, 1);  past the last generation the lineage is done.
+
+  B = 8, τ = 6/8, strict ``>`` (advancing needs 7 of 8). The prose's "≥ 6 of 8" is
+  ``strict=False``. Choices where the paper is silent:
+  1. *Start.* "Start at the earliest generation": generation 0 is the seed itself, which the
+     paper does not train on in its evolution curriculum, so ``start_generation`` defaults to 1
+     (the earliest *evolved* generation); set it to 0 to include seeds.
+  2. *Several lineages.* Each step serves ``n`` environments: the current environment of
+     ``n`` active lineages drawn uniformly, without replacement while possible (if ``n``
+     exceeds the number of active lineages, whole shuffled rounds are repeated).
+  3. *Gaps.* A generation with N = 0 (a branch that ended there) ends the lineage.
+  4. *Stale updates* (asynchronous training): ``el_update(..., at=(g, k))`` ignores a pass
+     rate measured on an environment the lineage has already left.
+* **Random order** (the paper's comparison): every call draws uniformly over all environments
+  of all generations (≥ ``start_generation``) of all lineages, and pass rates change nothing.
+* **D_T order** (evokit's own baseline, not in either paper): environments sorted by the
+  policy-independent difficulty D_T ascending, ignoring lineages. A frontier of the ``width``
+  easiest not-yet-passed environments is served (uniformly, as EL serves lineages); an
+  environment leaves the frontier with the same τ rule as EL (p̂ > τ, or ≥ when not strict)
+  and the next one in D_T order enters. ``width`` defaults to the number of lineages, so
+  that D_T order serves as many environments in parallel as EL does at its start.
+
+The :class:`Curriculum` protocol (``sample`` / ``update`` / ``done``) lets a training loop
+treat the three alike; :func:`make_curriculum` builds any of them from environment rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+
+EnvId = tuple[str, int, int]  # (lineage, generation g, k), k 1-based as in E_{i,g,k}
+
+
+@dataclass(frozen=True)
+class ELConfig:
+    """Hyperparameters of the EL rule (papers.md, EE EL scheduler)."""
+
+    rollouts: int = 8  # B: rollouts per update on the current environment
+    tau: float = 6 / 8  # τ: pass-rate threshold for moving on
+    strict: bool = True  # advance on p̂ > τ (the formula); False: p̂ ≥ τ (the prose's "≥ 6 of 8")
+    start_generation: int = 1  # 1 = earliest evolved generation; 0 would serve the seeds too
+
+    def __post_init__(self):
+        if self.rollouts < 1:
+            raise ValueError(f"ELConfig.rollouts (B) must be ≥ 1; got {self.rollouts}")
+        if not 0.0 <= self.tau <= 1.0:
+            raise ValueError(f"ELConfig.tau must lie in [0, 1]; got {self.tau}")
+        if self.start_generation < 0:
+            raise ValueError(f"ELConfig.start_generation must be ≥ 0; got {self.start_generation}")
+
+    def passes(self, pass_rate: float) -> bool:
+        """Whether p̂ moves the cursor on (the τ rule shared by EL and D_T order)."""
+        if not 0.0 <= pass_rate <= 1.0:
+            raise ValueError(f"pass rate must lie in [0, 1]; got {pass_rate}")
+        return pass_rate > self.tau if self.strict else pass_rate >= self.tau
+
+    @property
+    def successes_to_advance(self) -> int:
+        """Fewest successes out of B that advance (7 with the defaults)."""
+        return next(s for s in range(self.rollouts + 1) if self.passes(s / self.rollouts))
+
+
+# ------------------------------------------------------------------------------------ EL
+@dataclass(frozen=True)
+class LineageCursor:
+    """Where one lineage stands: its current environment (g, k), whether it is done, N_{i,g}."""
+
+    lineage: str
+    generation: int
+    k: int
+    done: bool
+    sizes: tuple[int, ...]  # N_{i,g} for g = 0, 1, … (index = generation; 0 = the seed)
+    served: int = 0  # how often el_sample chose this lineage
+    updates: int = 0  # pass rates received on this lineage
+    last_pass_rate: float | None = None
+
+    @property
+    def env(self) -> EnvId:
+        return (self.lineage, self.generation, self.k)
+
+
+@dataclass(frozen=True)
+class ELState:
+    """EL scheduler state: one cursor per lineage (sorted by lineage id)."""
+
+    config: ELConfig
+    cursors: tuple[LineageCursor, ...]
+
+    def cursor(self, lineage: str) -> LineageCursor:
+        for c in self.cursors:
+            if c.lineage == lineage:
+                return c
+        raise KeyError(f"unknown lineage {lineage!r}; known: {', '.join(c.lineage for c in self.cursors)}")
+
+    def rows(self) -> list[dict]:
+        """One dict per lineage, for a DataFrame in a notebook."""
+        return [dataclasses.asdict(c) for c in self.cursors]
+
+
+def _replace(state, cursor: LineageCursor):
+    return dataclasses.replace(state, cursors=tuple(cursor if c.lineage == cursor.lineage else c
+                                                    for c in state.cursors))
+
+
+def _has(sizes: Sequence[int], g: int) -> bool:
+    return 0 <= g < len(sizes) and sizes[g] > 0
+
+
+def el_init(sizes: Mapping[str, Sequence[int]], cfg: ELConfig = ELConfig()) -> ELState:
+    """Every lineage at (start_generation, 1); a lineage without that generation starts done."""
+    cursors = []
+    for lineage in sorted(sizes):
+        n = tuple(int(x) for x in sizes[lineage])
+        if any(x < 0 for x in n):
+            raise ValueError(f"lineage {lineage!r}: negative N in sizes {n}")
+        g = cfg.start_generation
+        cursors.append(LineageCursor(lineage, g, 1, done=not _has(n, g), sizes=n))
+    return ELState(cfg, tuple(cursors))
+
+
+def el_current(state: ELState) -> list[EnvId]:
+    """The current environment (lineage, g, k) of every active lineage."""
+    return [c.env for c in state.cursors if not c.done]
+
+
+def el_done(state: ELState) -> bool:
+    return all(c.done for c in state.cursors)
+
+
+def el_step(cursor: LineageCursor, passed: bool) -> LineageCursor:
+    """One EL transition of a lineage: stay, next k, next generation, or end of lineage."""
+    if not passed:
+        return cursor
+    if cursor.k < cursor.sizes[cursor.generation]:
+        return dataclasses.replace(cursor, k=cursor.k + 1)
+    if _has(cursor.sizes, cursor.generation + 1):
+        return dataclasses.replace(cursor, generation=cursor.generation + 1, k=1)
+    return dataclasses.replace(cursor, done=True)  # keeps pointing at the last environment it passed
+
+
+def el_update(state: ELState, lineage: str, pass_rate: float, at: tuple[int, int] | None = None) -> ELState:
+    """Apply p̂ measured on ``lineage``'s current environment (ignored if ``at`` names an older one)."""
+    c = state.cursor(lineage)
+    if at is not None and (c.done or tuple(at) != (c.generation, c.k)):
+        return state  # stale: measured on an environment this lineage has already left (or passed last)
+    if c.done:
+        raise ValueError(f"lineage {lineage!r} is done (passed its last environment {c.env}); "
+                         "pass at=(g, k) for asynchronous updates or stop serving it")
+    passed = state.config.passes(float(pass_rate))
+    c = dataclasses.replace(c, updates=c.updates + 1, last_pass_rate=float(pass_rate))
+    return _replace(state, el_step(c, passed))
+
+
+def _rounds(rng: np.random.Generator, m: int, n: int) -> list[int]:
+    """n indices in [0, m): shuffled rounds, so without replacement while n ≤ m."""
+    out: list[int] = []
+    while len(out) < n and m:
+        out += rng.permutation(m).tolist()
+    return out[:n]
+
+
+def el_sample(state: ELState, rng: np.random.Generator, n: int) -> tuple[ELState, list[EnvId]]:
+    """Serve ``n`` current environments of active lineages (uniform; distinct while possible)."""
+    active = [c for c in state.cursors if not c.done]
+    picks = [active[i] for i in _rounds(rng, len(active), n)]
+    counts: dict[str, int] = defaultdict(int)
+    for c in picks:
+        counts[c.lineage] += 1
+    cursors = tuple(dataclasses.replace(c, served=c.served + counts[c.lineage]) if counts[c.lineage] else c
+                    for c in state.cursors)
+    return dataclasses.replace(state, cursors=cursors), [c.env for c in picks]
+
+
+# -------------------------------------------------------------------------- random order
+@dataclass(frozen=True)
+class RandomState:
+    """Random order: all environments, a seed and a call counter (the draw of call t is seeded by (seed, t))."""
+
+    envs: tuple[EnvId, ...]
+    seed: int
+    step: int = 0
+
+
+def random_init(envs: Iterable[EnvId], seed: int) -> RandomState:
+    ids = tuple(sorted({(str(i), int(g), int(k)) for i, g, k in envs}))
+    if not ids:
+        raise ValueError("random_init: no environments")
+    return RandomState(ids, seed)
+
+
+def random_sample(state: RandomState, n: int, rng: np.random.Generator | None = None
+                  ) -> tuple[RandomState, list[EnvId]]:
+    """``n`` environments uniformly over all of them (distinct while n ≤ their number)."""
+    rng = rng if rng is not None else np.random.default_rng([state.seed, state.step])
+    picks = [state.envs[i] for i in _rounds(rng, len(state.envs), n)]
+    return dataclasses.replace(state, step=state.step + 1), picks
+
+
+# ------------------------------------------------------------------------------ D_T order
+@dataclass(frozen=True)
+class DTState:
+    """D_T order: environments by ascending D_T; ``passed`` marks those that left the frontier."""
+
+    config: ELConfig
+    order: tuple[EnvId, ...]
+    d_t: tuple[float, ...]
+    passed: tuple[bool, ...]
+    width: int
+
+    def frontier(self) -> list[int]:
+        """Indices (into ``order``) of the ``width`` easiest environments not yet passed."""
+        return [i for i, p in enumerate(self.passed) if not p][: self.width]
+
+
+def dt_init(envs: Mapping[EnvId, float] | Iterable[tuple[EnvId, float]], cfg: ELConfig = ELConfig(),
+            width: int | None = None) -> DTState:
+    """Sort by D_T (ties by id); ``width`` defaults to the number of distinct lineages."""
+    items = list(envs.items()) if isinstance(envs, Mapping) else list(envs)
+    if not items:
+        raise ValueError("dt_init: no environments")
+    for env, d in items:
+        if d is None or not np.isfinite(d):
+            raise ValueError(f"dt_init: environment {env} has no finite D_T ({d!r}); D_T order needs one")
+    items.sort(key=lambda e: (float(e[1]), tuple(e[0])))
+    width = width if width is not None else len({e[0][0] for e in items})
+    if width < 1:
+        raise ValueError(f"dt_init: width must be ≥ 1; got {width}")
+    return DTState(cfg, tuple(tuple(e) for e, _ in items), tuple(float(d) for _, d in items),
+                   (False,) * len(items), width)
+
+
+def dt_current(state: DTState) -> list[EnvId]:
+    return [state.order[i] for i in state.frontier()]
+
+
+def dt_sample(state: DTState, rng: np.random.Generator, n: int) -> tuple[DTState, list[EnvId]]:
+    front = dt_current(state)
+    return state, [front[i] for i in _rounds(rng, len(front), n)]
+
+
+def dt_update(state: DTState, env: EnvId, pass_rate: float) -> DTState:
+    """Retire ``env`` from the frontier when p̂ passes the τ rule (updates on retired envs are ignored)."""
+    env = tuple(env)
+    try:
+        i = state.order.index(env)
+    except ValueError:
+        raise KeyError(f"dt_update: unknown environment {env}") from None
+    if state.passed[i]:
+        return state
+    if i not in state.frontier():
+        raise ValueError(f"dt_update: {env} is not on the frontier (it was never served)")
+    if not state.config.passes(float(pass_rate)):
+        return state
+    passed = list(state.passed)
+    passed[i] = True
+    return dataclasses.replace(state, passed=tuple(passed))
+
+
+# ---------------------------------------------------------------------- one interface
+class Curriculum(Protocol):
+    """What a training loop needs: the class holds hyperparameters, the state is passed through."""
+
+    name: str
+
+    def sample(self, state: Any, rng: np.random.Generator, n: int) -> tuple[Any, list[EnvId]]: ...
+
+    def update(self, state: Any, env: EnvId, pass_rate: float) -> Any: ...
+
+    def done(self, state: Any) -> bool: ...
+
+
+@dataclass(frozen=True)
+class EL:
+    config: ELConfig = ELConfig()
+    name: str = "el"
+
+    def sample(self, state: ELState, rng, n):
+        return el_sample(state, rng, n)
+
+    def update(self, state: ELState, env: EnvId, pass_rate: float) -> ELState:
+        return el_update(state, env[0], pass_rate, at=(env[1], env[2]))
+
+    def done(self, state: ELState) -> bool:
+        return el_done(state)
+
+
+@dataclass(frozen=True)
+class RandomOrder:
+    name: str = "random"
+
+    def sample(self, state: RandomState, rng, n):
+        return random_sample(state, n, rng)
+
+    def update(self, state: RandomState, env: EnvId, pass_rate: float) -> RandomState:
+        return state  # random order does not react to pass rates
+
+    def done(self, state: RandomState) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class DTOrder:
+    name: str = "dt"
+
+    def sample(self, state: DTState, rng, n):
+        return dt_sample(state, rng, n)
+
+    def update(self, state: DTState, env: EnvId, pass_rate: float) -> DTState:
+        return dt_update(state, env, pass_rate)
+
+    def done(self, state: DTState) -> bool:
+        return all(state.passed)
+
+
+class EnvRow(NamedTuple):
+    """One environment as the curricula need it (``d_t`` only for D_T order)."""
+
+    lineage: str
+    generation: int
+    k: int
+    d_t: float | None = None
+
+
+def env_rows(records: Iterable[Any]) -> list[EnvRow]:
+    """EnvRows from :class:`evokit.lineage.EnvRecord` objects, dicts or tuples (D_T from ``difficulty.total``)."""
+    rows = []
+    for r in records:
+        if isinstance(r, tuple):
+            rows.append(EnvRow(*r))
+            continue
+        get = r.get if isinstance(r, Mapping) else lambda key, default=None, r=r: getattr(r, key, default)
+        data = get("data", None) or (r if isinstance(r, Mapping) else {})
+        d_t = get("d_t", None)
+        if d_t is None and isinstance(data.get("difficulty"), Mapping):
+            d_t = data["difficulty"].get("total")
+        rows.append(EnvRow(str(get("lineage")), int(get("generation")), int(get("k")), d_t))
+    return rows
+
+
+def lineage_sizes(rows: Iterable[EnvRow]) -> dict[str, list[int]]:
+    """N_{i,g} per lineage and generation; checks that every generation's k run 1..N."""
+    ks: dict[str, dict[int, set[int]]] = defaultdict(lambda: defaultdict(set))
+    for r in rows:
+        ks[r.lineage][r.generation].add(r.k)
+    sizes = {}
+    for lineage, gens in ks.items():
+        n = [0] * (max(gens) + 1)
+        for g, kk in gens.items():
+            if kk != set(range(1, len(kk) + 1)):
+                raise ValueError(f"lineage {lineage!r} generation {g}: k must run 1..N, got {sorted(kk)}")
+            n[g] = len(kk)
+        sizes[lineage] = n
+    return sizes
+
+
+def make_curriculum(name: str, envs: Iterable[Any], cfg: ELConfig = ELConfig(), seed: int = 0,
+                    width: int | None = None) -> tuple[Curriculum, Any]:
+    """(curriculum, initial state) for ``name`` in {"el", "random", "dt"} over the same environments.
+
+    All three use generations ≥ ``cfg.start_generation`` only, so they train on the same set.
+    """
+    rows = env_rows(envs)
+    if name == "el":
+        return EL(cfg), el_init(lineage_sizes(rows), cfg)
+    kept = [r for r in rows if r.generation >= cfg.start_generation]
+    if name == "random":
+        return RandomOrder(), random_init([(r.lineage, r.generation, r.k) for r in kept], seed)
+    if name == "dt":
+        return DTOrder(), dt_init([((r.lineage, r.generation, r.k), r.d_t) for r in kept], cfg, width)
+    raise ValueError(f"unknown curriculum {name!r}; choose one of 'el', 'random', 'dt'")

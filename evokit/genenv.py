@@ -1,0 +1,466 @@
+"""GenEnv's environment side: the α-curriculum reward, the difficulty filter, RWR, the two pools,
+and a learning environment simulator for the procedural family (papers.md, "GenEnv").
+
+GenEnv's public code keeps its environment model frozen (``alpha``/``beta`` unused, no pools);
+this module implements what the paper describes. Deviations and choices, each stated where made:
+
+1. β ("sharpness" in Eq. 3) has no value in the paper: :func:`alpha_reward` exposes it, default 20
+   (R_env = 0.45 at |p̂ − α| = 0.2, 0.0067 at p̂ = 0 with α = 0.5).
+2. RWR weights are normalised to *mean* 1 over a batch, so a weighted loss has the scale of an
+   unweighted one; the paper only says "∝ exp(λ·R_env)".
+3. The simulator is an LLM in the paper. Here it is a small parametric generator over catalog
+   plans (softmax tables, see :class:`Simulator`), conditioned on a context = a catalog domain
+   (as seeds are balanced over domains; the domain of a plan's first scenario, so a plan names
+   its own context), so that the environment-side learning can run and be tested without a GPU.
+   Its RWR step is one gradient step of the weighted log-likelihood on the logits (normalised by
+   each context's total weight) with a KL penalty to the initial simulator; "per-step KL capped" is read as: after
+   every step KL(new ‖ initial) ≤ ``max_kl`` (the step is shrunk until it holds); ``max_step_kl``
+   optionally also caps KL(new ‖ previous). The KL is a per-factor proxy (:func:`simulator_kl`).
+4. Training an LLM simulator on the same records is a TRL SFT job on :func:`export_sft_dataset`
+   (issue 5); TRL ignores the ``weight`` column unless the loss is weighted there.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from evokit.catalog import SCENARIOS
+from evokit.catalog.registry import _load
+from evokit.difficulty import catalog_reference
+from evokit.plan import Plan, PlanError, Step, compose
+
+
+@dataclass(frozen=True)
+class GenEnvConfig:
+    """GenEnv's environment-side hyperparameters (papers.md, "GenEnv"), for a training loop."""
+
+    alpha: float = 0.5  # α, target success rate (Eq. 3)
+    beta: float = 20.0  # β, sharpness (Eq. 3); no value in the paper
+    k_min: float = 0.1  # difficulty filter: keep batches with |p̂ − α| ≤ k_min
+    lam: float = 1.0  # λ of the RWR weights exp(λ·R_env)
+    rollouts_per_task: int = 4  # not stated; the paper's random baseline uses 4 variations per prompt
+    batch_size: int = 64  # tasks per epoch (batch 64)
+    epochs: int = 10
+
+    def __post_init__(self):
+        if not 0 <= self.alpha <= 1 or self.beta <= 0 or self.k_min < 0 or self.rollouts_per_task < 1:
+            raise ValueError(f"GenEnvConfig: need α ∈ [0, 1], β > 0, k_min ≥ 0, rollouts ≥ 1; got {self}")
+
+
+# ------------------------------------------------------------------------ reward, filter, RWR
+def alpha_reward(p_hat, alpha: float = 0.5, beta: float = 20.0):
+    """R_env(p̂) = exp(−β (p̂ − α)²) (GenEnv Eqs. 2–3); β is not given in the paper (default 20).
+
+    >>> alpha_reward(0.5)
+    1.0
+    >>> round(alpha_reward(0.7), 4), round(alpha_reward(0.0, beta=1.0), 4)  # exp(−0.8), exp(−0.25)
+    (0.4493, 0.7788)
+    """
+    if beta <= 0:
+        raise ValueError(f"beta must be > 0 (GenEnv Eq. 3); got {beta}")
+    out = np.exp(-beta * (np.asarray(p_hat, dtype=float) - alpha) ** 2)
+    return float(out) if out.ndim == 0 else out
+
+
+def difficulty_filter(p_hat, alpha: float = 0.5, k_min: float = 0.1):
+    """True where a batch is kept for the simulator update: |p̂ − α| ≤ k_min (GenEnv, k_min = 0.1).
+
+    >>> difficulty_filter([0.4, 0.5, 0.65, 0.0]).tolist()
+    [True, True, False, False]
+    """
+    # round away float noise so that p̂ = 0.4 with α = 0.5 is kept (|p̂ − α| is 0.1 up to 1e-17)
+    return np.round(np.abs(np.asarray(p_hat, dtype=float) - alpha), 12) <= k_min
+
+
+def rwr_weights(r_env, lam: float = 1.0, normalize: bool = True) -> np.ndarray:
+    """RWR weights ∝ exp(λ·R_env) (GenEnv, λ = 1.0); ``normalize`` scales them to mean 1.
+
+    >>> rwr_weights([0.0, 1.0], normalize=False).round(4).tolist()
+    [1.0, 2.7183]
+    >>> rwr_weights([0.0, 1.0]).round(4).tolist()
+    [0.5379, 1.4621]
+    """
+    w = np.exp(lam * np.asarray(r_env, dtype=float))  # R_env ∈ [0, 1]: no overflow
+    return w / w.mean() if normalize and w.size else w
+
+
+# ------------------------------------------------------------------------------- Theorem 1
+def theorem1_bound(delta1: float, delta2: float, n: int) -> float:
+    """Pr[R_env(p̂1) ≤ R_env(p̂2)] ≤ 4·exp(−(2/9)(Δ2 − Δ1)²·n) for Δ1 < Δ2 (GenEnv Theorem 1).
+
+    Returned as written (it exceeds 1, i.e. says nothing, for small n).
+
+    >>> round(theorem1_bound(0.0, 0.45, 64), 4)
+    0.2245
+    """
+    if not delta1 < delta2:
+        raise ValueError(f"Theorem 1 needs Δ1 < Δ2; got {delta1}, {delta2}")
+    return 4.0 * math.exp(-(2.0 / 9.0) * (delta2 - delta1) ** 2 * n)
+
+
+def ranking_violation_mc(p1: float, p2: float, n: int, alpha: float = 0.5, beta: float = 20.0,
+                         trials: int = 100_000, rng: np.random.Generator | None = None) -> float:
+    """Monte Carlo Pr[R_env(p̂1) ≤ R_env(p̂2)] with p̂_i = Binomial(n, p_i)/n (ties count as violations)."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    r1 = alpha_reward(rng.binomial(n, p1, trials) / n, alpha, beta)
+    r2 = alpha_reward(rng.binomial(n, p2, trials) / n, alpha, beta)
+    return float(np.mean(r1 <= r2))
+
+
+# ------------------------------------------------------------------------------------ pools
+def valid_trace(row: dict) -> bool:
+    """GenEnv's Valid(E_t): a well-formed, evaluable trace — not masked, with a finite reward."""
+    r = row.get("reward")
+    return not row.get("masked", False) and isinstance(r, int | float) and math.isfinite(r)
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a torn last line from a killed run: everything before it is whole
+    return rows
+
+
+class Pools:
+    """GenEnv's two accumulating pools, append-only JSONL under ``root`` (reloaded on resume).
+
+    ``d_train``: valid agent traces (base data + earlier + new on-policy traces);
+    ``d_env``: weighted simulator generations, rows of :func:`env_row`.
+    """
+
+    FILES = {"d_train": "d_train.jsonl", "d_env": "d_env.jsonl"}
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.d_train = _read_jsonl(self.root / self.FILES["d_train"])
+        self.d_env = _read_jsonl(self.root / self.FILES["d_env"])
+
+    def _append(self, name: str, rows: list[dict]) -> int:
+        if rows:
+            with open(self.root / self.FILES[name], "a") as f:
+                f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+                f.flush()
+                os.fsync(f.fileno())
+            getattr(self, name).extend(json.loads(json.dumps(r, sort_keys=True)) for r in rows)
+        return len(rows)
+
+    def add_traces(self, rows: Iterable[dict], valid: Callable[[dict], bool] = valid_trace) -> int:
+        """D_train ← D_train ∪ Valid(E_t); returns how many were kept."""
+        return self._append("d_train", [r for r in rows if valid(r)])
+
+    def add_env(self, rows: Iterable[dict]) -> int:
+        """D_env ← D_env ∪ D̃_env,t (rows of :func:`env_row`)."""
+        rows = list(rows)
+        for r in rows:
+            if not {"plan", "weight", "context"} <= r.keys():
+                raise ValueError(f"D_env row needs 'context', 'plan' and 'weight' (see env_row); got {sorted(r)}")
+        return self._append("d_env", rows)
+
+    def env_records(self) -> list[tuple[Plan, float]]:
+        """D_env as (plan, weight) records for :func:`rwr_update`."""
+        return [(Plan.from_records(r["plan"], r.get("goal", "")), float(r["weight"])) for r in self.d_env]
+
+
+def env_row(plan: Plan, weight: float, *, p_hat: float, r_env: float, epoch: int, context: str | None = None,
+            **extra) -> dict:
+    """One D_env record: the conditioning context, the generated plan and its RWR weight."""
+    return {"context": context or plan_context(plan), "plan": plan.to_records(), "goal": plan.goal,
+            "weight": float(weight), "p_hat": float(p_hat), "r_env": float(r_env), "epoch": int(epoch), **extra}
+
+
+def context_prompt(context: str) -> str:
+    """The text an LLM simulator is conditioned on for ``context`` (a catalog domain)."""
+    return (f"Domain: {context}\nPropose a terminal task as a JSON plan: a list of steps, each naming a catalog "
+            "\"scenario\" and \"skill\"; a step may read an earlier step's output (\"input\": its 1-based index).")
+
+
+def export_sft_dataset(pools: Pools, path: str | Path, prompt: Callable[[str], str] = context_prompt) -> int:
+    """Write the weighted D_env as JSONL rows {"prompt", "completion", "weight"} for TRL's SFTTrainer.
+
+    ``completion`` is the plan as JSON text (:meth:`Plan.to_json`). Training an LLM simulator on
+    it (with the weight in the loss and a KL to the initial model) is issue 5's TRL part.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        for r in pools.d_env:
+            plan = Plan.from_records(r["plan"], r.get("goal", ""))
+            f.write(json.dumps({"prompt": prompt(r["context"]), "completion": plan.to_json(),
+                                "weight": float(r["weight"])}, sort_keys=True) + "\n")
+    return len(pools.d_env)
+
+
+# ------------------------------------------------------------------ the learning simulator
+TABLES = ("length", "first", "scenario", "skill", "chain")
+
+
+@dataclass(frozen=True, eq=False)
+class Simulator:
+    """π_env for the procedural family: softmax tables, one set per context (a catalog domain).
+
+    Generative process for context c (each draw from the softmax of the named logits):
+
+    1. length L ∈ {min_len..max_len}                          ``length[c]``      (C, L_max − 1)
+    2. step 1: scenario σ1 of c's domain                      ``first[c]``       (C, S)
+    3. step t ≥ 2: if step t−1's output is a dataset, chain?  ``chain[c]``       (C, 2) = (fresh, chain)
+       chained: σ_t = that output's scenario, ``input = t−1``; fresh: σ_t from ``scenario[c]`` (C, S)
+    4. every step: skill κ_t given σ_t                        ``skill[c, σ_t]``  (C, S, K)
+
+    Invalid entries (out-of-domain first scenarios, incompatible skills) are −inf. Plans are
+    checked with :func:`evokit.plan.compose` under ``render_seed`` (render them with it) and
+    resampled if they do not render. ``learning=False`` is GenEnv's random-simulator baseline.
+    """
+
+    contexts: tuple[str, ...]
+    scenarios: tuple[str, ...]
+    skills: tuple[str, ...]
+    min_len: int
+    max_len: int
+    length: np.ndarray
+    first: np.ndarray
+    scenario: np.ndarray
+    skill: np.ndarray
+    chain: np.ndarray
+    render_seed: int = 0
+    learning: bool = True
+    updates: int = 0
+
+    def tables(self) -> dict[str, np.ndarray]:
+        return {t: getattr(self, t) for t in TABLES}
+
+    def probs(self, table: str) -> np.ndarray:
+        return np.exp(_log_softmax(getattr(self, table)))
+
+
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    m = np.max(z, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return z - m - np.log(np.exp(z - m).sum(axis=-1, keepdims=True))
+
+
+def plan_context(plan: Plan) -> str:
+    """The context a simulator plan was generated for: the domain of its first scenario."""
+    _load()
+    return SCENARIOS[plan.steps[0].scenario].domain
+
+
+def init_simulator(max_len: int = 6, min_len: int = 2, render_seed: int = 0, learning: bool = True) -> Simulator:
+    """The reference generator: logits = log p_T of :func:`evokit.difficulty.catalog_reference`.
+
+    Scenarios ∝ prior (the first one restricted to the context's domain, as seeds are), skills
+    ∝ p_T(κ | σ) renormalised over the compatible ones, chaining 1/2 (as :mod:`evokit.seeds`),
+    and a uniform length (p_T has no length distribution; ``max_len`` 6 is one more than the
+    seeds' 5 so that the simulator can learn to lengthen).
+    """
+    if not 1 <= min_len <= max_len:
+        raise ValueError(f"need 1 ≤ min_len ≤ max_len; got {min_len}, {max_len}")
+    ref = catalog_reference()
+    contexts = tuple(sorted({SCENARIOS[s].domain for s in ref.scenarios}))
+    n_c = len(contexts)
+    in_domain = np.array([[SCENARIOS[s].domain == c for s in ref.scenarios] for c in contexts])
+    first = np.where(in_domain, ref.log_scenario[None, :], -np.inf)
+    return Simulator(contexts, ref.scenarios, ref.skills, min_len, max_len,
+                     length=np.zeros((n_c, max_len - min_len + 1)), first=first,
+                     scenario=np.tile(ref.log_scenario, (n_c, 1)), skill=np.tile(ref.log_skill, (n_c, 1, 1)),
+                     chain=np.zeros((n_c, 2)), render_seed=render_seed, learning=learning)
+
+
+def random_simulator(**kwargs) -> Simulator:
+    """GenEnv's baseline: the same generator, never updated (:func:`rwr_update` returns it as is)."""
+    return init_simulator(learning=False, **kwargs)
+
+
+@functools.lru_cache(maxsize=8192)
+def _outputs(plan: Plan, seed: int) -> tuple[str | None, ...]:
+    """Scenario of each step's output dataset (None: nothing a later step can read); PlanError if invalid."""
+    return tuple(None if s.output_dataset is None else s.output_dataset.scenario for s in compose(plan, seed).specs)
+
+
+def _draw(rng: np.random.Generator, logits: np.ndarray) -> int:
+    return int(rng.choice(len(logits), p=np.exp(_log_softmax(logits))))
+
+
+def _sample_one(sim: Simulator, c: int, rng: np.random.Generator) -> Plan:
+    s_index = {s: i for i, s in enumerate(sim.scenarios)}
+    length = sim.min_len + _draw(rng, sim.length[c])
+    s = _draw(rng, sim.first[c])
+    steps = [Step(sim.scenarios[s], sim.skills[_draw(rng, sim.skill[c, s])])]
+    while len(steps) < length:
+        out = _outputs(Plan(tuple(steps)), sim.render_seed)[-1]
+        chained = out is not None and _draw(rng, sim.chain[c]) == 1
+        s = s_index[out] if chained else _draw(rng, sim.scenario[c])
+        steps.append(Step(sim.scenarios[s], sim.skills[_draw(rng, sim.skill[c, s])],
+                          input=len(steps) if chained else None))
+    plan = Plan(tuple(steps))
+    _outputs(plan, sim.render_seed)  # the last step must render too
+    return plan
+
+
+def sample_plans(sim: Simulator, context: str, n: int, rng: np.random.Generator,
+                 max_attempts: int = 50) -> list[Plan]:
+    """``n`` valid plans for ``context`` (a domain); a plan that does not render is redrawn."""
+    c = _context_index(sim, context)
+    plans = []
+    for _ in range(n):
+        for _attempt in range(max_attempts):
+            try:
+                plans.append(_sample_one(sim, c, rng))
+                break
+            except PlanError:
+                continue
+        else:
+            raise RuntimeError(f"sample_plans: no renderable plan for {context!r} in {max_attempts} attempts")
+    return plans
+
+
+def _context_index(sim: Simulator, context: str) -> int:
+    try:
+        return sim.contexts.index(context)
+    except ValueError:
+        raise KeyError(f"unknown context {context!r}; known: {', '.join(sim.contexts)}") from None
+
+
+def _decisions(sim: Simulator, plan: Plan, c: int) -> list[tuple[str, tuple[int, ...]]] | None:
+    """The table entries the generative process uses to produce ``plan`` (None: it cannot)."""
+    s_index = {s: i for i, s in enumerate(sim.scenarios)}
+    k_index = {k: j for j, k in enumerate(sim.skills)}
+    if not sim.min_len <= len(plan) <= sim.max_len:
+        return None
+    try:
+        outs = _outputs(Plan(plan.steps), sim.render_seed)
+        ids = [(s_index[st.scenario], k_index[st.skill]) for st in plan.steps]
+    except (PlanError, KeyError):
+        return None
+    out: list[tuple[str, tuple[int, ...]]] = [("length", (c, len(plan) - sim.min_len))]
+    for t, (st, (s, k)) in enumerate(zip(plan.steps, ids, strict=True), 1):
+        if t == 1:
+            if st.input is not None:
+                return None
+            out.append(("first", (c, s)))
+        elif st.input == t - 1:
+            out.append(("chain", (c, 1)))
+        elif st.input is None:
+            if outs[t - 2] is not None:
+                out.append(("chain", (c, 0)))
+            out.append(("scenario", (c, s)))
+        else:
+            return None  # the simulator only chains to the step just before
+        out.append(("skill", (c, s, k)))
+    return out
+
+
+def log_prob(sim: Simulator, plan: Plan, context: str | None = None) -> float:
+    """log π_env(plan | context) under the generative process (−inf if it cannot produce the plan).
+
+    Not renormalised by the mass of renderable plans (the few redraws of :func:`sample_plans`).
+    """
+    c = _context_index(sim, context or plan_context(plan))
+    dec = _decisions(sim, plan, c)
+    if dec is None:
+        return -math.inf
+    logp = {t: _log_softmax(getattr(sim, t)) for t in TABLES}
+    return float(sum(logp[t][i] for t, i in dec))
+
+
+def _row_kl(p_logits: np.ndarray, q_logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """KL(p ‖ q) of every row (last axis) and its gradient with respect to p's logits."""
+    lp, lq = _log_softmax(p_logits), _log_softmax(q_logits)
+    p = np.exp(lp)
+    with np.errstate(invalid="ignore"):  # −inf − (−inf) where both are masked
+        diff = np.where(p > 0, lp - lq, 0.0)
+    kl = (p * diff).sum(axis=-1)
+    return kl, p * (diff - kl[..., None])
+
+
+def _kl_weights(ref: Simulator) -> dict[str, np.ndarray]:
+    """Row weights of the per-factor KL: contexts uniform, skill rows by the reference p(σ)."""
+    n_c = len(ref.contexts)
+    rows = {t: np.full(getattr(ref, t).shape[:-1], 1.0 / n_c) for t in TABLES}
+    rows["skill"] = ref.probs("scenario") / n_c
+    return rows
+
+
+def simulator_kl(sim: Simulator, ref: Simulator) -> float:
+    """Per-factor KL(sim ‖ ref) (GenEnv's KL to the initial simulator, as a tractable proxy).
+
+    mean over contexts of KL(length) + KL(first σ) + KL(fresh σ) + KL(chain) + Σ_σ p_ref(σ)·KL(κ | σ).
+    Zero iff the tables define the same distributions.
+    """
+    w = _kl_weights(ref)
+    return float(sum((w[t] * _row_kl(getattr(sim, t), getattr(ref, t))[0]).sum() for t in TABLES))
+
+
+def _with(sim: Simulator, tables: dict[str, np.ndarray], **kw) -> Simulator:
+    return replace(sim, **tables, **kw)
+
+
+def rwr_update(sim: Simulator, records: Sequence[tuple[Plan, float]], lr: float = 0.5, kl_coef: float = 0.1,
+               init_sim: Simulator | None = None, *, max_kl: float = 0.5, max_step_kl: float | None = None
+               ) -> Simulator:
+    """One RWR step: ascend Σ_c (1/W_c) Σ_{records of c} w·log π_env(plan | c) − kl_coef·KL(π_env ‖ π_init).
+
+    W_c is the total weight of context c's records, so each context's conditional takes a
+    weighted-maximum-likelihood step of the same size however the records split over contexts.
+    Gradient of a softmax factor with logits z and chosen entry i: onehot(i) − softmax(z), so
+    the log-likelihood part is (weighted counts − weighted totals·softmax)/W_c. The step is then
+    shrunk (bisection on its length) until KL(new ‖ init) ≤ ``max_kl`` and, if given,
+    KL(new ‖ sim) ≤ ``max_step_kl``. ``init_sim`` defaults to :func:`init_simulator` with
+    ``sim``'s settings. A non-learning simulator is returned unchanged.
+    """
+    if not sim.learning:
+        return sim
+    init = init_sim or init_simulator(sim.max_len, sim.min_len, sim.render_seed)
+    counts = {t: np.zeros_like(getattr(sim, t)) for t in TABLES}
+    total = np.zeros(len(sim.contexts))  # Σw per context
+    for n, (plan, w) in enumerate(records):
+        if w < 0 or not math.isfinite(w):
+            raise ValueError(f"record {n}: RWR weight must be finite and ≥ 0; got {w}")
+        c = _context_index(sim, plan_context(plan))
+        dec = _decisions(sim, plan, c)
+        if dec is None:
+            raise ValueError(f"record {n}: the simulator cannot generate this plan (length, chaining or "
+                             f"rendering under seed {sim.render_seed}): {plan.to_json()}")
+        for t, i in dec:
+            counts[t][i] += w
+        total[c] += w
+    if total.sum() <= 0:
+        return sim
+    per_context = np.where(total > 0, 1.0 / np.maximum(total, 1e-300), 0.0)
+    weights = _kl_weights(init)
+    step = {}
+    for t in TABLES:
+        z = getattr(sim, t)
+        p = np.exp(_log_softmax(z))
+        norm = per_context.reshape((-1,) + (1,) * (z.ndim - 1))
+        grad_ll = (counts[t] - counts[t].sum(axis=-1, keepdims=True) * p) * norm
+        grad_kl = weights[t][..., None] * _row_kl(z, getattr(init, t))[1]
+        step[t] = np.where(np.isfinite(z), lr * (grad_ll - kl_coef * grad_kl), 0.0)
+
+    def moved(frac: float) -> Simulator:
+        return _with(sim, {t: getattr(sim, t) + frac * step[t] for t in TABLES}, updates=sim.updates + 1)
+
+    def ok(s: Simulator) -> bool:
+        return simulator_kl(s, init) <= max_kl and (max_step_kl is None or simulator_kl(s, sim) <= max_step_kl)
+
+    if ok(moved(1.0)):
+        return moved(1.0)
+    lo, hi = 0.0, 1.0  # assumes the old simulator satisfies the caps (it does if it came from here)
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if ok(moved(mid)) else (lo, mid)
+    return moved(lo)

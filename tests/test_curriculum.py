@@ -1,0 +1,238 @@
+"""Curricula (evokit.curriculum): every EL transition from a table (stay, the τ boundary with a strict
+and a non-strict inequality, next k, next generation, end of lineage, gaps, the starting
+generation), several lineages at once, asynchronous (stale) updates; random order covers every
+environment uniformly (chi-square with a fixed seed); D_T order serves environments by ascending D_T;
+the common Curriculum interface drives all three.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from evokit.curriculum import (
+    EL,
+    DTOrder,
+    ELConfig,
+    EnvRow,
+    RandomOrder,
+    dt_current,
+    dt_init,
+    dt_sample,
+    dt_update,
+    el_current,
+    el_done,
+    el_init,
+    el_sample,
+    el_update,
+    env_rows,
+    lineage_sizes,
+    make_curriculum,
+    random_init,
+    random_sample,
+)
+
+SIZES = [1, 2, 3]  # N_{i,g}: the seed (g = 0), two environments in g = 1, three in g = 2
+STRICT, LOOSE = ELConfig(), ELConfig(strict=False)
+
+
+def at(sizes, g, k, cfg=STRICT, lineage="L"):
+    """An EL state whose single lineage stands at (g, k)."""
+    s = el_init({lineage: sizes}, cfg)
+    return dataclasses.replace(s, cursors=(dataclasses.replace(s.cursors[0], generation=g, k=k),))
+
+
+# (name, sizes, config, start (g, k), p̂, expected (g, k, done))
+TRANSITIONS = [
+    ("stay: p̂ below τ", SIZES, STRICT, (1, 1), 0.5, (1, 1, False)),
+    ("stay: p̂ = 0", SIZES, STRICT, (1, 2), 0.0, (1, 2, False)),
+    ("stay: p̂ = τ exactly (strict >)", SIZES, STRICT, (1, 1), 6 / 8, (1, 1, False)),
+    ("advance: p̂ = τ exactly, non-strict ≥", SIZES, LOOSE, (1, 1), 6 / 8, (1, 2, False)),
+    ("stay: p̂ = 5/8 < τ, non-strict", SIZES, LOOSE, (1, 1), 5 / 8, (1, 1, False)),
+    ("next k: 7/8 > τ, k < N", SIZES, STRICT, (1, 1), 7 / 8, (1, 2, False)),
+    ("next k inside a later generation", SIZES, STRICT, (2, 2), 1.0, (2, 3, False)),
+    ("next generation: k = N", SIZES, STRICT, (1, 2), 1.0, (2, 1, False)),
+    ("end of lineage: last k of last generation", SIZES, STRICT, (2, 3), 7 / 8, (2, 3, True)),
+    ("no advance at the end when p̂ ≤ τ", SIZES, STRICT, (2, 3), 6 / 8, (2, 3, False)),
+    ("a generation with N = 0 ends the lineage", [1, 2, 0, 3], STRICT, (1, 2), 1.0, (1, 2, True)),
+    ("custom τ = 1/2", SIZES, ELConfig(tau=0.5), (1, 1), 5 / 8, (1, 2, False)),
+    ("custom τ = 1/2 strict: 4/8 stays", SIZES, ELConfig(tau=0.5), (1, 1), 4 / 8, (1, 1, False)),
+]
+
+
+@pytest.mark.parametrize(("name", "sizes", "cfg", "start", "p_hat", "expected"), TRANSITIONS,
+                         ids=[t[0] for t in TRANSITIONS])
+def test_el_transition(name, sizes, cfg, start, p_hat, expected):
+    """One update from ``start`` with pass rate p̂ lands on ``expected`` (papers.md EL rule)."""
+    after = el_update(at(sizes, *start, cfg=cfg), "L", p_hat).cursor("L")
+    assert (after.generation, after.k, after.done) == expected
+    assert after.updates == 1 and after.last_pass_rate == p_hat
+
+
+@pytest.mark.parametrize(("cfg", "sizes", "expected"), [
+    (STRICT, SIZES, (1, 1, False)),  # default: the earliest evolved generation
+    (ELConfig(start_generation=0), SIZES, (0, 1, False)),  # seeds included
+    (ELConfig(start_generation=2), SIZES, (2, 1, False)),
+    (STRICT, [1], (1, 1, True)),  # a lineage with no evolved generation is done at once
+    (STRICT, [1, 0, 4], (1, 1, True)),
+])
+def test_el_starting_generation(cfg, sizes, expected):
+    """el_init puts every lineage at (start_generation, 1), or done if that generation is empty."""
+    c = el_init({"L": sizes}, cfg).cursor("L")
+    assert (c.generation, c.k, c.done) == expected
+
+
+def test_successes_needed_to_advance():
+    """With B = 8: strict > 6/8 needs 7 successes; the prose's ≥ needs 6."""
+    assert STRICT.successes_to_advance == 7 and LOOSE.successes_to_advance == 6
+
+
+def test_always_passing_walks_every_environment_in_order():
+    """p̂ = 1 each time visits (1,1), (1,2), (2,1), (2,2), (2,3) and then ends."""
+    s, seen = el_init({"L": SIZES}), []
+    while not el_done(s):
+        (env,) = el_current(s)
+        seen.append(env[1:])
+        s = el_update(s, "L", 1.0)
+    assert seen == [(1, 1), (1, 2), (2, 1), (2, 2), (2, 3)]
+
+
+def test_several_lineages_move_independently():
+    """An update moves only its own lineage; done lineages drop out of el_current."""
+    s = el_init({"a": [1, 1], "b": [1, 2], "c": [1, 1, 1]})
+    assert el_current(s) == [("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
+    s = el_update(s, "b", 1.0)
+    s = el_update(s, "a", 1.0)  # a's only evolved environment passed: a is done
+    s = el_update(s, "c", 0.25)
+    assert el_current(s) == [("b", 1, 2), ("c", 1, 1)]
+    assert s.cursor("a").done and not el_done(s)
+    assert [r["lineage"] for r in s.rows()] == ["a", "b", "c"]
+
+
+def test_el_sample_is_uniform_over_active_lineages_without_replacement():
+    """n ≤ active: distinct lineages; n > active: whole rounds; done lineages are never served."""
+    s = el_init({"a": [1, 1], "b": [1, 1], "c": [1, 1], "d": [1, 1]})
+    s = el_update(s, "d", 1.0)  # d done
+    rng = np.random.default_rng(0)
+    s, picks = el_sample(s, rng, 3)
+    assert sorted(picks) == [("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
+    s, picks = el_sample(s, rng, 7)
+    counts = {lin: sum(p[0] == lin for p in picks) for lin in "abc"}
+    assert sorted(counts.values()) == [2, 2, 3] and all(p[0] != "d" for p in picks)
+    assert {c.lineage: c.served for c in s.cursors} == {"a": counts["a"] + 1, "b": counts["b"] + 1,
+                                                        "c": counts["c"] + 1, "d": 0}
+    counts = dict.fromkeys("abc", 0)
+    for _ in range(600):
+        s, (p,) = el_sample(s, rng, 1)
+        counts[p[0]] += 1
+    assert all(150 < v < 250 for v in counts.values())
+
+
+def test_stale_and_invalid_updates():
+    """at=(g, k) of an environment already left is ignored; done lineages and bad p̂ are refused."""
+    s = el_update(el_init({"L": SIZES}), "L", 1.0)  # now at (1, 2)
+    assert el_update(s, "L", 1.0, at=(1, 1)) is s
+    assert el_update(s, "L", 1.0, at=(1, 2)).cursor("L").env == ("L", 2, 1)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        el_update(s, "L", 1.5)
+    with pytest.raises(KeyError, match="unknown lineage"):
+        el_update(s, "nope", 1.0)
+    done = el_update(at(SIZES, 2, 3), "L", 1.0)
+    with pytest.raises(ValueError, match="is done"):
+        el_update(done, "L", 1.0)
+    assert el_update(done, "L", 1.0, at=(2, 3)).cursor("L").updates == 1  # async: ignored, no error
+
+
+def test_random_order_covers_all_environments_uniformly():
+    """Chi-square over 12 environments × 2,400 draws stays below the 99.9 % critical value (df 11: 31.3)."""
+    envs = [(lin, g, k) for lin in "ab" for g, n in ((1, 2), (2, 4)) for k in range(1, n + 1)]
+    s = random_init(envs, seed=7)
+    counts = dict.fromkeys(envs, 0)
+    for _ in range(600):
+        s, picks = random_sample(s, 4)
+        assert len(set(picks)) == 4  # distinct within a call
+        for p in picks:
+            counts[p] += 1
+    expected = 2400 / len(envs)
+    chi2 = sum((c - expected) ** 2 / expected for c in counts.values())
+    assert chi2 < 31.3, counts
+    assert s.step == 600
+    again = random_init(envs, seed=7)
+    assert random_sample(again, 4)[1] == random_sample(random_init(envs, seed=7), 4)[1]  # same seed, same picks
+
+
+def test_dt_order_serves_ascending_difficulty():
+    """Width 1: always passing visits environments in ascending D_T; failing stays; retired envs are ignored."""
+    d_t = {("a", 1, 1): 5.0, ("a", 1, 2): 2.0, ("b", 1, 1): 9.0, ("b", 2, 1): 1.0, ("c", 1, 1): 3.0}
+    s = dt_init(d_t, width=1)
+    rng = np.random.default_rng(0)
+    seen = []
+    while dt_current(s):
+        s, (env,) = dt_sample(s, rng, 1)
+        s = dt_update(s, env, 0.5)  # p̂ ≤ τ: stays
+        assert dt_current(s) == [env]
+        s = dt_update(s, env, 1.0)
+        seen.append(env)
+    assert [d_t[e] for e in seen] == sorted(d_t.values())
+    assert dt_update(s, seen[0], 1.0) is s
+
+
+def test_dt_order_frontier_width_and_errors():
+    """The default width is the number of lineages; updates off the frontier and missing D_T are refused."""
+    d_t = {("a", 1, 1): 5.0, ("a", 1, 2): 2.0, ("b", 1, 1): 9.0, ("b", 2, 1): 1.0}
+    s = dt_init(d_t)
+    assert s.width == 2 and dt_current(s) == [("b", 2, 1), ("a", 1, 2)]
+    s = dt_update(s, ("b", 2, 1), 7 / 8)
+    assert dt_current(s) == [("a", 1, 2), ("a", 1, 1)]
+    assert dt_current(dt_update(s, ("a", 1, 2), 6 / 8)) == [("a", 1, 2), ("a", 1, 1)]  # strict
+    assert dt_current(dt_update(dataclasses.replace(s, config=LOOSE), ("a", 1, 2), 6 / 8))[0] == ("a", 1, 1)
+    with pytest.raises(ValueError, match="frontier"):
+        dt_update(s, ("b", 1, 1), 1.0)
+    with pytest.raises(ValueError, match="D_T"):
+        dt_init({("a", 1, 1): None})
+
+
+ROWS = [EnvRow("a", 0, 1, 0.5), EnvRow("a", 1, 1, 4.0), EnvRow("a", 1, 2, 6.0), EnvRow("a", 2, 1, 8.0),
+        EnvRow("b", 0, 1, 0.7), EnvRow("b", 1, 1, 5.0)]
+
+
+@pytest.mark.parametrize(("name", "kind"), [("el", EL), ("random", RandomOrder), ("dt", DTOrder)])
+def test_one_interface_for_all_three(name, kind):
+    """make_curriculum builds each order over the same evolved environments; a generic loop drives it."""
+    cur, state = make_curriculum(name, ROWS)
+    assert isinstance(cur, kind) and cur.name == name
+    rng = np.random.default_rng(0)
+    served = set()
+    for _ in range(50):
+        if cur.done(state):
+            break
+        state, envs = cur.sample(state, rng, 2)
+        for env in envs:
+            served.add(env)
+            assert env[1] >= 1  # seeds (generation 0) are not served by default
+            state = cur.update(state, env, 1.0)
+    evolved = {(r.lineage, r.generation, r.k) for r in ROWS if r.generation >= 1}
+    assert served == evolved
+    assert cur.done(state) == (name != "random")
+
+
+def test_env_rows_and_sizes_from_store_records():
+    """Rows come from store-like dicts (D_T under difficulty.total); k must run 1..N per generation."""
+    rows = env_rows([{"kind": "env", "lineage": "s1", "generation": 1, "k": 1, "difficulty": {"total": 3.5}},
+                     {"lineage": "s1", "generation": 0, "k": 1}, ("s2", 1, 1, 2.0)])
+    assert rows == [EnvRow("s1", 1, 1, 3.5), EnvRow("s1", 0, 1, None), EnvRow("s2", 1, 1, 2.0)]
+    assert lineage_sizes(rows) == {"s1": [1, 1], "s2": [0, 1]}
+    with pytest.raises(ValueError, match="k must run"):
+        lineage_sizes([EnvRow("x", 1, 2)])
+    with pytest.raises(ValueError, match="unknown curriculum"):
+        make_curriculum("plr", ROWS)
+
+
+def test_config_validation():
+    """τ outside [0, 1], B < 1 and a negative start generation are refused with the field's name."""
+    for bad, field in (({"tau": 1.5}, "tau"), ({"rollouts": 0}, "rollouts"), ({"start_generation": -1},
+                                                                               "start_generation")):
+        with pytest.raises(ValueError, match=field):
+            ELConfig(**bad)

@@ -1,0 +1,274 @@
+"""GenEnv's environment side (evokit.genenv): the α-curriculum reward and the difficulty filter against
+Eqs. 2–3 at a few points, RWR weights ∝ exp(λ·R_env), Theorem 1 (the Monte Carlo ranking-violation
+probability stays under its bound), the two pools persisting and reloading, the SFT export, and the
+learning simulator: its plans render, it starts at the catalog prior, an RWR step moves mass toward
+high-weight plans while the KL to the initial simulator stays under the cap, and the random
+(non-learning) simulator never changes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from evokit.catalog import SCENARIOS, pair_weight, skills_for
+from evokit.genenv import (
+    Pools,
+    alpha_reward,
+    difficulty_filter,
+    env_row,
+    export_sft_dataset,
+    init_simulator,
+    log_prob,
+    plan_context,
+    random_simulator,
+    ranking_violation_mc,
+    rwr_update,
+    rwr_weights,
+    sample_plans,
+    simulator_kl,
+    theorem1_bound,
+)
+from evokit.plan import Plan, Step, compose, render
+
+SIM = init_simulator()
+CONTEXT = "logs"
+
+
+@pytest.fixture(scope="module")
+def plans():
+    """60 plans of the initial simulator for the 'logs' context (fixed seed)."""
+    return sample_plans(SIM, CONTEXT, 60, np.random.default_rng(0))
+
+
+# ----------------------------------------------------------------------- reward, filter, RWR
+@pytest.mark.parametrize(("p", "alpha", "beta"), [(0.5, 0.5, 20), (0.0, 0.5, 20), (0.25, 0.5, 20), (0.9, 0.5, 3),
+                                                  (0.3, 0.3, 7), (1.0, 0.2, 1)])
+def test_alpha_reward_matches_eq_3(p, alpha, beta):
+    """R_env(p̂) = exp(−β (p̂ − α)²)."""
+    assert alpha_reward(p, alpha, beta) == pytest.approx(math.exp(-beta * (p - alpha) ** 2))
+
+
+def test_alpha_reward_peaks_at_alpha_and_is_symmetric():
+    """Maximal (1) at p̂ = α, symmetric around it, vectorised; β ≤ 0 is refused."""
+    grid = np.linspace(0, 1, 11)
+    r = alpha_reward(grid)
+    assert grid[np.argmax(r)] == pytest.approx(0.5) and r.max() == 1.0
+    np.testing.assert_allclose(r, r[::-1])
+    with pytest.raises(ValueError, match="beta"):
+        alpha_reward(0.5, beta=0.0)
+
+
+def test_difficulty_filter_keeps_batches_near_alpha():
+    """|p̂ − α| ≤ k_min is kept, with the boundary included (k_min = 0.1)."""
+    p = np.array([0.0, 0.39, 0.4, 0.5, 0.6, 0.61, 1.0])
+    assert difficulty_filter(p).tolist() == [False, False, True, True, True, False, False]
+    assert difficulty_filter(p, alpha=0.3, k_min=0.3).tolist() == [True, True, True, True, True, False, False]
+
+
+def test_rwr_weights_are_proportional_to_exp_lambda_r():
+    """w_i/w_j = exp(λ(R_i − R_j)); normalised weights have mean 1; λ = 0 gives equal weights."""
+    r = np.array([0.1, 0.5, 1.0, 0.0])
+    for lam in (0.5, 1.0, 4.0):
+        w = rwr_weights(r, lam)
+        assert w.mean() == pytest.approx(1.0)
+        np.testing.assert_allclose(w / w[0], np.exp(lam * (r - r[0])))
+        np.testing.assert_allclose(rwr_weights(r, lam, normalize=False), np.exp(lam * r))
+    np.testing.assert_allclose(rwr_weights(r, 0.0), 1.0)
+
+
+# ------------------------------------------------------------------------------- Theorem 1
+@pytest.mark.parametrize(("p1", "p2", "n"), [(0.5, 0.95, 64), (0.5, 0.05, 64), (0.6, 0.1, 100), (0.45, 0.9, 80),
+                                             (0.55, 1.0, 40), (0.3, 0.0, 120)])
+def test_theorem1_monte_carlo_below_bound(p1, p2, n):
+    """Pr[R_env(p̂1) ≤ R_env(p̂2)] (Monte Carlo, 20,000 trials) ≤ 4·exp(−(2/9)(Δ2 − Δ1)²·n) < 1.
+
+    The bound is loose: wherever it is below 1 the measured violation rate is ~0.
+    """
+    d1, d2 = abs(p1 - 0.5), abs(p2 - 0.5)
+    bound = theorem1_bound(d1, d2, n)
+    assert bound < 1  # a bound that says something
+    mc = ranking_violation_mc(p1, p2, n, trials=20_000, rng=np.random.default_rng(1))
+    assert mc <= bound
+
+
+@pytest.mark.parametrize(("p1", "p2", "n"), [(0.5, 0.8, 4), (0.5, 0.7, 10), (0.4, 0.1, 8), (0.55, 0.75, 20)])
+def test_ranking_violation_mc_matches_exact_enumeration(p1, p2, n):
+    """In the small-n regime (bound ≥ 1, violations frequent) the estimate agrees with the exact sum over
+    both binomials, so the estimator is not trivially 0; it stays ≤ the (vacuous) bound."""
+    from math import comb
+
+    pmf = [[comb(n, a) * p**a * (1 - p) ** (n - a) for a in range(n + 1)] for p in (p1, p2)]
+    r = alpha_reward(np.arange(n + 1) / n)
+    exact = sum(pmf[0][a] * pmf[1][b] for a in range(n + 1) for b in range(n + 1) if r[a] <= r[b])
+    mc = ranking_violation_mc(p1, p2, n, trials=40_000, rng=np.random.default_rng(3))
+    assert exact > 0.01 and mc == pytest.approx(exact, abs=0.01)
+    assert mc <= theorem1_bound(abs(p1 - 0.5), abs(p2 - 0.5), n)
+
+
+def test_theorem1_violations_shrink_with_n():
+    """More rollouts rank two task types more reliably; Δ1 ≥ Δ2 is refused."""
+    rng = np.random.default_rng(2)
+    v = [ranking_violation_mc(0.5, 0.8, n, trials=20_000, rng=rng) for n in (4, 16, 64)]
+    assert v[0] > v[1] > v[2]
+    with pytest.raises(ValueError, match="Δ1 < Δ2"):
+        theorem1_bound(0.3, 0.2, 10)
+
+
+# ------------------------------------------------------------------------------------ pools
+def test_pools_accumulate_persist_and_reload(tmp_path, plans):
+    """Both pools are append-only JSONL: valid traces only, reload equals what was written, a torn line is dropped."""
+    pools = Pools(tmp_path)
+    kept = pools.add_traces([{"task": "t1", "reward": 1.0, "turns": []}, {"task": "t2", "reward": None},
+                             {"task": "t3", "reward": 0.0, "masked": True}, {"task": "t4", "reward": float("nan")},
+                             {"task": "t5", "reward": 0}])
+    assert kept == 2 and [r["task"] for r in pools.d_train] == ["t1", "t5"]
+    pools.add_env([env_row(p, w, p_hat=0.5, r_env=1.0, epoch=0) for p, w in zip(plans[:3], (1.0, 2.0, 0.5),
+                                                                                 strict=True)])
+    again = Pools(tmp_path)
+    assert again.d_train == pools.d_train and again.d_env == pools.d_env
+    assert [(p.to_json(), w) for p, w in again.env_records()] == [(p.to_json(), w) for p, w in
+                                                                  zip(plans[:3], (1.0, 2.0, 0.5), strict=True)]
+    again.add_env([env_row(plans[3], 1.5, p_hat=0.4, r_env=0.8, epoch=1)])
+    with open(tmp_path / "d_env.jsonl", "a") as f:
+        f.write('{"context": "logs", "pl')  # a run killed mid-write
+    third = Pools(tmp_path)
+    assert len(third.d_env) == 4 and third.d_env[-1]["epoch"] == 1 and third.d_env[0]["context"] == CONTEXT
+    with pytest.raises(ValueError, match="context"):
+        third.add_env([{"plan": []}])
+
+
+def test_export_sft_dataset(tmp_path, plans):
+    """One {prompt, completion, weight} row per D_env record; the completion parses back to the plan."""
+    pools = Pools(tmp_path / "pools")
+    pools.add_env([env_row(p, 0.25 * (i + 1), p_hat=0.5, r_env=1.0, epoch=0) for i, p in enumerate(plans[:4])])
+    assert export_sft_dataset(pools, tmp_path / "sft.jsonl") == 4
+    rows = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    assert all(set(r) == {"prompt", "completion", "weight"} for r in rows)
+    assert [r["weight"] for r in rows] == [0.25, 0.5, 0.75, 1.0]
+    assert all(CONTEXT in r["prompt"] for r in rows)
+    back = json.loads(rows[0]["completion"])
+    assert Plan.from_records(back["steps"], back["goal"]) == plans[0]
+
+
+# ------------------------------------------------------------------------- the simulator
+def test_sampled_plans_are_valid_and_render(plans, tmp_path):
+    """Plans have 2..max_len compatible steps, start in the context's domain, sometimes chain, and render."""
+    assert all(2 <= len(p) <= SIM.max_len for p in plans)
+    assert all(SCENARIOS[p.steps[0].scenario].domain == CONTEXT and plan_context(p) == CONTEXT for p in plans)
+    for p in plans:
+        p.validate()
+        compose(p, SIM.render_seed)
+        assert all(st.input in (None, i - 1) for i, st in enumerate(p.steps, 1))
+    assert any(st.input for p in plans for st in p.steps)  # some steps read the previous output
+    assert any(st.input is None for p in plans for st in p.steps[1:])
+    assert (render(plans[0], SIM.render_seed, tmp_path / "task") / "instruction.md").exists()
+    again = sample_plans(SIM, CONTEXT, 5, np.random.default_rng(0))
+    assert again == plans[:5]  # same seed, same plans
+
+
+def test_initial_simulator_is_the_catalog_prior():
+    """Scenarios ∝ prior, skills ∝ p_T(κ | σ) over compatible skills, chaining 1/2, uniform length."""
+    c = SIM.contexts.index(CONTEXT)
+    prior = np.array([SCENARIOS[s].prior for s in SIM.scenarios])
+    np.testing.assert_allclose(SIM.probs("scenario")[c], prior / prior.sum())
+    in_domain = np.array([SCENARIOS[s].domain == CONTEXT for s in SIM.scenarios])
+    np.testing.assert_allclose(SIM.probs("first")[c], np.where(in_domain, prior, 0) / prior[in_domain].sum())
+    s = SIM.scenarios.index("csv-ledger")
+    w = np.array([pair_weight("csv-ledger", k) for k in SIM.skills])
+    np.testing.assert_allclose(SIM.probs("skill")[c, s], w / w.sum())
+    assert {SIM.skills[j] for j in np.flatnonzero(SIM.probs("skill")[c, s])} == set(skills_for("csv-ledger"))
+    np.testing.assert_allclose(SIM.probs("chain"), 0.5)
+    np.testing.assert_allclose(SIM.probs("length"), 1 / (SIM.max_len - 1))
+
+
+def test_log_prob_of_a_hand_computed_plan():
+    """log π_env = Σ of the factors of the generative process; impossible plans get −inf."""
+    c = SIM.contexts.index(CONTEXT)
+    s_i, k_i = SIM.scenarios.index, SIM.skills.index
+    fresh = Plan((Step("access-log", "topk-count"), Step("csv-ledger", "group-sum")))
+    chained = Plan((Step("access-log", "topk-count"), Step("text-list", "distinct-values", input=1)))
+    length = math.log(SIM.probs("length")[c, 0])
+    first = math.log(SIM.probs("first")[c, s_i("access-log")]) + math.log(
+        SIM.probs("skill")[c, s_i("access-log"), k_i("topk-count")])
+    assert log_prob(SIM, fresh) == pytest.approx(length + first + math.log(0.5) + math.log(
+        SIM.probs("scenario")[c, s_i("csv-ledger")]) + math.log(SIM.probs("skill")[c, s_i("csv-ledger"),
+                                                                                   k_i("group-sum")]))
+    assert log_prob(SIM, chained) == pytest.approx(length + first + math.log(0.5) + math.log(
+        SIM.probs("skill")[c, s_i("text-list"), k_i("distinct-values")]))
+    assert log_prob(SIM, Plan((Step("access-log", "topk-count"),))) == -math.inf  # shorter than min_len
+    assert log_prob(SIM, fresh, context="vcs") == -math.inf  # first scenario outside the domain
+
+
+def test_rwr_moves_mass_toward_high_weight_plans(plans):
+    """Weighting long plans up raises the expected length and their log-probability relative to short ones."""
+    c = SIM.contexts.index(CONTEXT)
+    lengths = np.array([len(p) for p in plans])
+    weights = rwr_weights((lengths >= 5).astype(float), lam=3.0)
+    records = list(zip(plans, weights, strict=True))
+
+    def gap(sim):
+        lp = np.array([log_prob(sim, p) for p in plans])
+        return lp[weights > 1].mean() - lp[weights < 1].mean()
+
+    def mean_length(sim):
+        return float((sim.probs("length")[c] * np.arange(sim.min_len, sim.max_len + 1)).sum())
+
+    sim = SIM
+    for _ in range(3):
+        new = rwr_update(sim, records, lr=1.0, kl_coef=0.1, init_sim=SIM)
+        assert gap(new) > gap(sim) and mean_length(new) > mean_length(sim)
+        sim = new
+    assert sim.updates == 3 and simulator_kl(sim, SIM) > 0
+    other = SIM.contexts.index("vcs")  # contexts without records keep their distribution
+    np.testing.assert_allclose(sim.probs("length")[other], SIM.probs("length")[other])
+
+
+def test_kl_to_the_initial_simulator_stays_under_the_cap(plans):
+    """With a tight max_kl the step is shrunk: KL(new ‖ init) ≤ cap at every step, and the cap binds."""
+    records = [(p, 5.0 if len(p) >= 5 else 0.1) for p in plans]
+    cap, sim = 2e-3, SIM
+    for _ in range(4):
+        sim = rwr_update(sim, records, lr=5.0, kl_coef=0.0, init_sim=SIM, max_kl=cap)
+        assert simulator_kl(sim, SIM) <= cap
+    assert simulator_kl(sim, SIM) > 0.9 * cap
+    step = rwr_update(SIM, records, lr=5.0, kl_coef=0.0, max_step_kl=1e-4)
+    assert simulator_kl(step, SIM) <= 1e-4
+
+
+def test_random_simulator_never_changes(plans):
+    """GenEnv's baseline: the same generator, returned unchanged by rwr_update."""
+    rnd = random_simulator()
+    out = rwr_update(rnd, [(p, 3.0) for p in plans], lr=1.0)
+    assert out is rnd and out.updates == 0
+    for t, table in rnd.tables().items():
+        np.testing.assert_array_equal(table, SIM.tables()[t])
+
+
+def test_rwr_update_refuses_bad_records(plans):
+    """Negative weights and plans the simulator cannot generate are errors, not silently skipped."""
+    with pytest.raises(ValueError, match="weight"):
+        rwr_update(SIM, [(plans[0], -1.0)])
+    long = Plan(tuple(Step("text-list", "distinct-values") for _ in range(SIM.max_len + 1)))
+    with pytest.raises(ValueError, match="cannot generate"):
+        rwr_update(SIM, [(long, 1.0)])
+    assert rwr_update(SIM, [(plans[0], 0.0)]) is SIM  # no weight: nothing to learn
+
+
+def test_config_defaults_and_doctests():
+    """GenEnvConfig carries the paper's values (α 0.5, k_min 0.1, λ 1.0, batch 64, 10 epochs); doctests hold."""
+    import doctest
+
+    import evokit.genenv
+    from evokit.genenv import GenEnvConfig
+
+    cfg = GenEnvConfig()
+    assert (cfg.alpha, cfg.k_min, cfg.lam, cfg.batch_size, cfg.epochs, cfg.rollouts_per_task) == (0.5, 0.1, 1.0,
+                                                                                                 64, 10, 4)
+    with pytest.raises(ValueError, match="β > 0"):
+        GenEnvConfig(beta=0)
+    result = doctest.testmod(evokit.genenv)
+    assert result.attempted > 0 and result.failed == 0
