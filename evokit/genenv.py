@@ -259,7 +259,11 @@ def plan_context(plan: Plan) -> str:
     return SCENARIOS[plan.steps[0].scenario].domain
 
 
-def init_simulator(max_len: int = 6, min_len: int = 2, render_seed: int = 0, learning: bool = True) -> Simulator:
+ANY_CONTEXT = "any"  # a context whose plans may start in any domain (one shared set of tables)
+
+
+def init_simulator(max_len: int = 6, min_len: int = 2, render_seed: int = 0, learning: bool = True,
+                   contexts: Sequence[str] | None = None) -> Simulator:
     """The reference generator: logits = log p_T of :func:`evokit.difficulty.catalog_reference`.
 
     Scenarios ∝ prior (the first one restricted to the context's domain, as seeds are), skills
@@ -270,9 +274,15 @@ def init_simulator(max_len: int = 6, min_len: int = 2, render_seed: int = 0, lea
     if not 1 <= min_len <= max_len:
         raise ValueError(f"need 1 ≤ min_len ≤ max_len; got {min_len}, {max_len}")
     ref = catalog_reference()
-    contexts = tuple(sorted({SCENARIOS[s].domain for s in ref.scenarios}))
+    domains = tuple(sorted({SCENARIOS[s].domain for s in ref.scenarios}))
+    # Contexts are catalog domains (GenEnv's prompts), or ANY_CONTEXT: one set of tables shared by
+    # every plan, so that at CPU scale each update moves the whole generator (``contexts=["any"]``).
+    contexts = tuple(contexts) if contexts else domains
+    unknown = [c for c in contexts if c not in domains and c != ANY_CONTEXT]
+    if unknown:
+        raise ValueError(f"unknown simulator contexts {unknown}; use catalog domains {domains} or {ANY_CONTEXT!r}")
     n_c = len(contexts)
-    in_domain = np.array([[SCENARIOS[s].domain == c for s in ref.scenarios] for c in contexts])
+    in_domain = np.array([[c == ANY_CONTEXT or SCENARIOS[s].domain == c for s in ref.scenarios] for c in contexts])
     first = np.where(in_domain, ref.log_scenario[None, :], -np.inf)
     return Simulator(contexts, ref.scenarios, ref.skills, min_len, max_len,
                      length=np.zeros((n_c, max_len - min_len + 1)), first=first,
@@ -329,6 +339,8 @@ def sample_plans(sim: Simulator, context: str, n: int, rng: np.random.Generator,
 
 
 def _context_index(sim: Simulator, context: str) -> int:
+    if context not in sim.contexts and ANY_CONTEXT in sim.contexts:
+        return sim.contexts.index(ANY_CONTEXT)  # a domain served by the shared context
     try:
         return sim.contexts.index(context)
     except ValueError:
@@ -424,7 +436,7 @@ def rwr_update(sim: Simulator, records: Sequence[tuple[Plan, float]], lr: float 
     """
     if not sim.learning:
         return sim
-    init = init_sim or init_simulator(sim.max_len, sim.min_len, sim.render_seed)
+    init = init_sim or init_simulator(sim.max_len, sim.min_len, sim.render_seed, contexts=sim.contexts)
     counts = {t: np.zeros_like(getattr(sim, t)) for t in TABLES}
     total = np.zeros(len(sim.contexts))  # Σw per context
     for n, (plan, w) in enumerate(records):
