@@ -231,6 +231,38 @@ def lineage_export(store: Annotated[Path, typer.Argument(help="a lineage store")
     console.print(f"{len(written)} task folders → {out}")
 
 
+@app.command()
+def train(
+    out: Annotated[Path, typer.Option(help="run folder (rows and checkpoint); resumed if it exists")],
+    source: Annotated[str, typer.Option(help="store (an evolved lineage store) | genenv")] = "store",
+    store: Annotated[Path | None, typer.Option(help="lineage store, for --source store")] = None,
+    curriculum: Annotated[str, typer.Option(help="el | random | dt (with --source store)")] = "el",
+    simulator: Annotated[str, typer.Option(help="learning | random (with --source genenv)")] = "learning",
+    steps: Annotated[int, typer.Option(help="GRPO updates (EE: 200), or GenEnv epochs")] = 50,
+    group_size: Annotated[int, typer.Option(help="rollouts per GRPO group (EE: B = 8)")] = 8,
+    tasks_per_step: Annotated[int, typer.Option(help="GRPO groups per update")] = 2,
+    eval_tasks: Annotated[Path | None, typer.Option(help="folder of held-out tasks")] = None,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    workers: Annotated[int, typer.Option(help="rollouts at once")] = 2,
+) -> None:
+    """Train the CPU learner with GRPO on a curriculum or with GenEnv (the LLM policy: `evokit train-llm`)."""
+    from evokit.train import GenEnvConfig, TrainConfig, train_curriculum, train_genenv
+
+    cfg = TrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, seed=seed, workers=workers)
+    if source == "store":
+        if store is None:
+            raise typer.BadParameter("--source store needs --store (made by `evokit evolve`)")
+        held_out = _task_dirs([eval_tasks]) if eval_tasks else []
+        train_curriculum(store, curriculum, out, cfg, eval_tasks=held_out)
+    elif source == "genenv":
+        if simulator not in {"learning", "random"}:
+            raise typer.BadParameter("--simulator must be learning or random")
+        train_genenv(out, cfg, GenEnvConfig(epochs=steps, learning=simulator == "learning"))
+    else:
+        raise typer.BadParameter("--source must be store or genenv")
+    console.print(f"rows in {out}/steps.jsonl")
+
+
 def main() -> None:  # pragma: no cover
     app()
 
