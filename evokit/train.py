@@ -54,7 +54,7 @@ class TrainConfig:
     steps: int = 50  # GRPO updates (EE: 200)
     tasks_per_step: int = 2  # GRPO groups per update
     group_size: int = 8  # rollouts per group (EE: B = 8)
-    lr: float = 0.05  # Adam step size of the CPU learner
+    lr: float = 0.03  # Adam step size of the CPU learner (0.1 made learned skills collapse; 0.01-0.03 stable)
     beta_kl: float = 0.0  # KL to the initial policy (TRL's default β = 0)
     clip: float = 0.2  # ε of the clipped surrogate (DeepSeekMath / TRL)
     seed: int = 0
