@@ -60,6 +60,26 @@ class Usage:
 
 
 @dataclass
+class ToolCall:
+    """One tool call of an assistant message."""
+
+    id: str
+    name: str
+    arguments: Any  # as the server sent it: normally a JSON string, which may be malformed
+
+
+@dataclass
+class ChatReply:
+    """One assistant message (see :meth:`LLMClient.chat_message`)."""
+
+    content: str
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass
 class LLMClient:
     """A chat/completions client with usage accounting."""
 
@@ -117,6 +137,40 @@ class LLMClient:
             raise self._fail(e) from e
         self._count(resp.usage)
         return resp.choices[0].message.content or ""
+
+    def chat_message(self, messages: list[dict], *, tools: list[dict] | None = None, tool_choice: Any = None,
+                     json_schema: dict | None = None, **kw) -> ChatReply:
+        """One chat completion with the whole assistant message: text, tool calls, finish reason, usage.
+
+        For agents: ``tools`` is an OpenAI tools list; ``tool_choice`` is passed through when given
+        ("auto", "required", or ``{"type": "function", "function": {"name": ...}}`` to force one tool).
+        Usage is counted as :meth:`chat` counts it; failures raise :class:`LLMError` naming the endpoint.
+        """
+        args = {"model": self.model, "messages": messages, "temperature": kw.pop("temperature", self.temperature),
+                "max_tokens": kw.pop("max_tokens", self.max_tokens), **kw}
+        if tools is not None:
+            args["tools"] = tools
+        if tool_choice is not None:
+            args["tool_choice"] = tool_choice
+        if json_schema is not None:
+            args["response_format"] = {"type": "json_object", "schema": json_schema}
+        try:
+            if self.backend == "litellm":
+                import litellm
+
+                resp = litellm.completion(api_base=self.api_base, api_key=self.api_key, timeout=self.timeout, **args)
+            else:
+                resp = self.client.chat.completions.create(**args)
+        except Exception as e:
+            raise self._fail(e) from e
+        self._count(resp.usage)
+        choice = resp.choices[0]
+        calls = [ToolCall(getattr(c, "id", None) or f"call_{i}", c.function.name or "", c.function.arguments)
+                 for i, c in enumerate(choice.message.tool_calls or [])]
+        usage = resp.usage
+        return ChatReply(content=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason,
+                         prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                         completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
 
     def chat_json(self, messages: list[dict], validate: Callable[[Any], T], *, what: str = "reply",
                   retries: int = 2, json_schema: dict | None = None) -> T:
