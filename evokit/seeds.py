@@ -64,13 +64,16 @@ def sample_plan(spec: SeedSpec, rng: random.Random, render_seed: int) -> Plan:
     return Plan(tuple(steps))
 
 
-def seed_specs(n: int, seed: int) -> list[SeedSpec]:
+def seed_specs(n: int, seed: int, min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS) -> list[SeedSpec]:
+    """Seed i: domain ``i mod D`` (shuffled order), length cycling ``min_steps..max_steps``, rare on odd i."""
     _load()
+    if not 1 <= min_steps <= max_steps:
+        raise ValueError(f"need 1 <= min_steps <= max_steps, got {min_steps}, {max_steps}")
     domains = sorted({s.domain for s in SCENARIOS.values()})
     rng = random.Random(f"evokit-seeds:{seed}")
     order = domains[:]
     rng.shuffle(order)
-    return [SeedSpec(i, order[i % len(order)], MIN_STEPS + (i // len(order)) % (MAX_STEPS - MIN_STEPS + 1),
+    return [SeedSpec(i, order[i % len(order)], min_steps + (i // len(order)) % (max_steps - min_steps + 1),
                      rare=bool(i % 2)) for i in range(n)]
 
 
@@ -112,7 +115,8 @@ def _make_and_index(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig) 
 
 
 def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: VerifyConfig = VerifyConfig(),
-               progress: bool = True, executor=None) -> list[dict]:
+               progress: bool = True, executor=None, min_steps: int = MIN_STEPS,
+               max_steps: int = MAX_STEPS) -> list[dict]:
     """Write ``n`` verified seeds into ``out`` (existing ones are kept and reused: resumable).
 
     Seeds are made ``workers`` at a time, or through ``executor`` (an :mod:`evokit.parallel`
@@ -129,7 +133,7 @@ def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: 
             row = json.loads(line)
             if (out / row["name"]).is_dir():
                 done[row["name"]] = row
-    todo = [s for s in seed_specs(n, seed) if f"seed-{s.index:04d}" not in done]
+    todo = [s for s in seed_specs(n, seed, min_steps, max_steps) if f"seed-{s.index:04d}" not in done]
     executor = executor or LocalExecutor(workers)
     with tqdm(total=n, initial=n - len(todo), desc="seeds", unit="task", disable=not progress) as bar:
         rows = executor.map(functools.partial(_make_and_index, seed=seed, out=out, config=config), todo,
