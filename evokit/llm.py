@@ -121,22 +121,8 @@ class LLMClient:
                         f"{type(e).__name__}: {e}")
 
     def chat(self, messages: list[dict], *, json_schema: dict | None = None, **kw) -> str:
-        """One chat completion; ``json_schema`` asks the server to constrain the reply (where supported)."""
-        args = {"model": self.model, "messages": messages, "temperature": kw.pop("temperature", self.temperature),
-                "max_tokens": kw.pop("max_tokens", self.max_tokens), **kw}
-        if json_schema is not None:
-            args["response_format"] = {"type": "json_object", "schema": json_schema}
-        try:
-            if self.backend == "litellm":
-                import litellm
-
-                resp = litellm.completion(api_base=self.api_base, api_key=self.api_key, timeout=self.timeout, **args)
-            else:
-                resp = self.client.chat.completions.create(**args)
-        except Exception as e:  # network, HTTP, timeouts: one clear error type for callers
-            raise self._fail(e) from e
-        self._count(resp.usage)
-        return resp.choices[0].message.content or ""
+        """One chat completion's text; ``json_schema`` asks the server to constrain the reply (where supported)."""
+        return self.chat_message(messages, json_schema=json_schema, **kw).content
 
     def chat_message(self, messages: list[dict], *, tools: list[dict] | None = None, tool_choice: Any = None,
                      json_schema: dict | None = None, **kw) -> ChatReply:
