@@ -44,7 +44,7 @@ def test_foreign_task_needs_a_client():
 
 def test_foreign_task_through_a_real_endpoint(server):
     """A hand-written (foreign) task gets a valid plan from the local model; usage is counted."""
-    client = LLMClient(model=server.model_name, api_base=server.api_base, max_tokens=200)
+    client = LLMClient(model=server.model_name, api_base=server.api_base, max_tokens=200, timeout=900)
     plan = extract(ROOT / "examples" / "tasks" / "sqlite-report", client, retries=4)
     assert 1 <= len(plan) <= 8
     for st in plan.steps:
