@@ -5,28 +5,37 @@ export HARBOR_TELEMETRY := 0
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup reproduce test test-slow bench lint clean-cache
+.PHONY: setup reproduce reproduce-full test test-slow test-notebooks bench lint clean-cache
 
 setup:
-	@scripts/setup.sh dev,llm,scale
+	@scripts/setup.sh dev,llm,scale,notebooks,train
 
-## The main job (smoke reproduction): for now, build and verify the bundled example tasks.
+## The main job (smoke reproduction): every notebook at smoke sizes with papermill →
+## runs/notebooks/*.ipynb (executed copies), results/<notebook>/ (rows), figures/ (PNG + PDF).
 reproduce: setup
-	$(PY) -m evokit.cli verify examples/tasks tests/data/tb2_style
+	$(PY) scripts/run_notebooks.py
 
-## The default test suite (what CI runs): everything not marked slow.
+## The papers' sizes (500 seeds, 15 generations, 200 GRPO steps) into results/full/: days on a CPU machine.
+reproduce-full: setup
+	$(PY) scripts/run_notebooks.py --full
+
+## The default test suite (what CI runs): everything not marked slow or notebooks.
 test: setup
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not notebooks" $(PYTEST_ARGS)
 
 ## Slow tests (apt/pip builds, long batteries).
 test-slow: setup
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
+## The notebooks end to end at smoke sizes (papermill into temporary folders, nbval): tens of minutes.
+test-notebooks: setup
+	$(PY) -m pytest -m notebooks $(PYTEST_ARGS)
+
 bench: setup
 	$(PY) benchmarks/bench_sandbox.py
 
 lint: setup
-	$(PY) -m ruff check evokit tests benchmarks
+	$(PY) -m ruff check evokit tests benchmarks scripts
 
 clean-cache:
 	rm -rf $${EVOKIT_CACHE:-$$HOME/.cache/evokit}

@@ -263,6 +263,44 @@ def train(
     console.print(f"rows in {out}/steps.jsonl")
 
 
+@app.command("train-llm")
+def train_llm(
+    out: Annotated[Path, typer.Option(help="run folder (rows, TRL checkpoints); resumed if it exists")],
+    model: Annotated[str, typer.Option(help="local HF model dir | .gguf file | smollm2 | tiny")] = "smollm2",
+    source: Annotated[str, typer.Option(help="store | tasks | genenv | none (in-process, no sandbox)")] = "store",
+    store: Annotated[Path | None, typer.Option(help="lineage store, for --source store")] = None,
+    tasks: Annotated[Path | None, typer.Option(help="folder of task folders, for --source tasks")] = None,
+    curriculum: Annotated[str, typer.Option(help="el | random | dt (store / tasks)")] = "el",
+    steps: Annotated[int, typer.Option(help="GRPO updates (EE: 200)")] = 10,
+    group_size: Annotated[int, typer.Option(help="rollouts per GRPO group (EE: B = 8)")] = 8,
+    tasks_per_step: Annotated[int, typer.Option(help="GRPO groups per update")] = 2,
+    micro_batch: Annotated[int | None, typer.Option(help="rows per forward/backward (divides G × groups)")] = None,
+    max_completion_length: Annotated[int, typer.Option(help="tokens of a whole episode")] = 1024,
+    max_turns: Annotated[int, typer.Option(help="tool calls per episode")] = 10,
+    lr: Annotated[float, typer.Option(help="learning rate")] = 1e-6,
+    beta: Annotated[float, typer.Option(help="KL coefficient to the initial model")] = 0.0,
+    generation: Annotated[str, typer.Option(help="auto | transformers | vllm-colocate | vllm-server")] = "auto",
+    vllm_server_url: Annotated[str | None, typer.Option(help="with --generation vllm-server")] = None,
+    device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+) -> None:
+    """Train an LLM with TRL's GRPO on evokit tasks in sandboxes (the CPU learner: `evokit train`)."""
+    from evokit.trl_trainer import LLMTrainConfig, SetupError, make_scheduler
+    from evokit.trl_trainer import train_llm as run_training
+
+    try:
+        cfg = LLMTrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, micro_batch=micro_batch,
+                             max_completion_length=max_completion_length, max_turns=max_turns, learning_rate=lr,
+                             beta=beta, generation=generation, vllm_server_url=vllm_server_url, device=device,
+                             seed=seed)
+        sched = make_scheduler(source, store=store, tasks=_task_dirs([tasks]) if tasks else (),
+                               curriculum=curriculum, out=out, seed=seed)
+        run_training(model, sched, out, cfg)
+    except SetupError as e:
+        raise typer.BadParameter(str(e)) from None
+    console.print(f"rows in {out}/steps.jsonl, checkpoints in {out}/trl")
+
+
 def main() -> None:  # pragma: no cover
     app()
 

@@ -17,8 +17,10 @@ the retry budget is spent the role fails with :class:`LLMReplyError` (a ValueErr
   the LLM judges the edit against a short rubric; its reasons go back to the proposer.
 * :class:`LLMModifier` edits the real files of any Harbor task: it shows instruction.md,
   environment/, tests/ and solution/ (big files truncated, binaries named only) and asks for the
-  residual ΔE as ``{"files": {path: full content | null}, "summary": ...}``, checks the paths,
-  applies it to a copy of the parent and stamps evokit metadata (the edited plan, the lineage).
+  residual ΔE as ``{"files": {path: full content | null}, "summary": ...}``. The reply is checked
+  (paths confined to those four parts, task.toml untouched, tests/test.sh and solution/solve.sh
+  kept; since every edit changes steps, instruction, tests and solution must all change), applied
+  to a copy of the parent and stamped with evokit metadata (the edited plan, the lineage).
 
 Departures from EE:
 
@@ -32,15 +34,17 @@ Departures from EE:
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 
-from evokit.catalog import SCENARIOS, SKILLS, pairs
+from evokit.catalog import SCENARIOS, SKILLS, pairs, scenarios_for, skills_for
 from evokit.difficulty import Reference, catalog_reference, score
 from evokit.evolve.edits import DIRECTIONS, EFFORTS, MAX_PLAN, Edit, _fresh_key
 from evokit.evolve.harness import Backend
@@ -60,6 +64,7 @@ from evokit.tasks import (
 log = logging.getLogger(__name__)
 
 SYSTEM = {"role": "system", "content": "You reply with JSON only."}
+_PLACEHOLDER = re.compile(r"^<[^<>\n]{1,60}>$")  # "<full new text>": the prompt's example copied
 
 DIRECTION_RULES = {
     "length": "insert new steps and keep every existing step, in the same order. A new step may work "
@@ -116,6 +121,32 @@ def describe_step(i: int, st: Step) -> str:
         return f"step {i + 1}: {st.scenario.removeprefix(f'{OTHER}:')} — {st.skill.removeprefix(f'{OTHER}:')}{where}"
     return f"step {i + 1}: {st.scenario}/{st.skill} — {SCENARIOS[st.scenario].summary}; " \
            f"{SKILLS[st.skill].summary}{where}"
+
+
+def options(plan: Plan, direction: str) -> tuple[str, list[str]]:
+    """The catalog part the edit may use (prompt text) and the pair names a reply may contain.
+
+    A length edit may insert any pair; a skill edit only needs the skills of the plan's scenarios,
+    a scenario edit only the scenarios of its skills: a short, focused list (and a smaller
+    grammar for constrained decoding).
+    """
+    every = pairs()  # first: it loads the catalog that _catalog_text lists
+    known = [st for st in plan.steps if not is_free_text(st)]
+    if direction == "length" or not known:
+        return _catalog_text(), [f"{s}/{k}" for s, k in every] + [OTHER]
+    lines, names = [], []
+    if direction == "skill":
+        for scen in dict.fromkeys(st.scenario for st in known):
+            lines.append(f"- scenario {scen}: {SCENARIOS[scen].summary}. Its skills:")
+            lines += [f"    {scen}/{k}: {SKILLS[k].summary}" for k in skills_for(scen)]
+            names += [f"{scen}/{k}" for k in skills_for(scen)]
+    else:
+        for sk in dict.fromkeys(st.skill for st in known):
+            lines.append(f"- skill {sk}: {SKILLS[sk].summary}. Its scenarios:")
+            lines += [f"    {s}/{sk}: {SCENARIOS[s].summary}" for s in scenarios_for(sk)]
+            names += [f"{s}/{sk}" for s in scenarios_for(sk)]
+    names += [f"{st.scenario}/{st.skill}" for st in known]  # the kept steps, copied as they are
+    return "\n".join(lines), sorted(set(names)) + [OTHER]
 
 
 def _feedback(reasons: Sequence[str], header: str) -> str:
@@ -238,6 +269,8 @@ def proposal_validator(parent: Plan, direction: str, effort: str, *, seed: int,
                 compose(plan, seed)
             except PlanError as e:
                 raise ValueError(f"the plan cannot be built: {e}") from None
+            except Exception as e:  # a skill's renderer that fails on unexpected parameters
+                raise ValueError(f"the plan cannot be built: {type(e).__name__} {e}") from None
         if plan.to_json() in exclude:
             raise ValueError("this plan was already proposed or is already in the lineage; propose another edit")
         return Edit(plan, direction, effort, tuple(changed))
@@ -263,12 +296,12 @@ class LLMProposer:
         instruction = "(not available)"
         if task_dir is not None and (Path(task_dir) / "instruction.md").is_file():
             instruction = (Path(task_dir) / "instruction.md").read_text(errors="replace")[: self.instruction_chars]
-        names = [f"{s}/{k}" for s, k in pairs()] + [OTHER]  # pairs() also loads the catalog listed below
+        catalog, names = options(plan, direction)
         schema = _schema(names)
         n = len(plan)  # the number of steps the edit must produce, for constrained decoding
         steps = schema["properties"]["steps"]
         steps["minItems"], steps["maxItems"] = (n + 1, MAX_PLAN) if direction == "length" else (n, n)
-        text = prompt("evolve_propose", catalog=_catalog_text(), instruction=instruction, plan=plan_json(plan),
+        text = prompt("evolve_propose", catalog=catalog, instruction=instruction, plan=plan_json(plan),
                       direction=direction, direction_rule=DIRECTION_RULES[direction], effort=effort,
                       effort_rule=EFFORT_RULES[effort],
                       feedback=_feedback(feedback, "Earlier proposals were rejected for these reasons:"))
@@ -292,7 +325,7 @@ def validate_review(reply) -> list[str]:
         raise ValueError('"reasons" must be a list of strings')
     if reply["accept"]:
         return []
-    reasons = [r.strip() for r in reasons if r.strip()]
+    reasons = [r.strip() for r in reasons if r.strip() and not _PLACEHOLDER.match(r.strip())]
     if not reasons:
         raise ValueError('a rejection ("accept": false) needs at least one reason the proposer can act on')
     return [f"reviewer: {r}" for r in reasons[:5]]
@@ -403,16 +436,36 @@ def validate_residual(reply, existing: Collection[str] | None = None, dirs: Coll
             raise ValueError(f"{path}: the content must be a string (the full new file) or null to delete it")
         elif path in KEEP and not content.strip():
             raise ValueError(f"{path}: must not be empty")
+        elif _PLACEHOLDER.match(content.strip()):
+            raise ValueError(f"{path}: {content.strip()!r} is the example's placeholder; write the real content")
         files[path] = content
     return Residual(files, summary.strip())
 
 
-def _read_text(path: Path) -> str | None:
-    data = path.read_bytes()
+def require_changes(parent_dir: Path, residual: Residual) -> Residual:
+    """Every edit changes the plan's steps, so what the agent is asked (instruction.md), what is
+    checked (tests/) and the reference solution (solution/) must all change."""
+    def differs(rel: str, content: str | None) -> bool:
+        path = Path(parent_dir) / rel
+        return content is None or not path.is_file() or path.read_bytes() != content.encode("utf-8")
+
+    changed = [rel for rel, content in residual.files.items() if differs(rel, content)]
+    missing = [part for part in ("instruction.md", "tests/", "solution/")
+               if not any(rel == part or rel.startswith(part) for rel in changed)]
+    if missing:
+        raise ValueError(f"the new steps need changes to {', '.join(missing)} too (this reply changes "
+                         f"{', '.join(changed) or 'nothing'}): give the full new content of those files")
+    return residual
+
+
+def _head(path: Path, limit: int) -> str | None:
+    """The first ``limit`` bytes of a text file, decoded; None for a binary file (NUL bytes, not UTF-8)."""
+    with open(path, "rb") as f:
+        data = f.read(limit)
     if b"\0" in data[:8192]:
         return None
-    try:
-        return data.decode("utf-8")
+    try:  # incremental: a character cut at the limit is not an error
+        return codecs.getincrementaldecoder("utf-8")().decode(data, final=len(data) < limit)
     except UnicodeDecodeError:
         return None
 
@@ -438,16 +491,18 @@ def files_text(task_dir: Path, files: Sequence[str], *, file_chars: int, total_c
     parts, used = [], 0
     for rel in files:
         path = task_dir / rel
-        text = _read_text(path)
         size = path.stat().st_size
+        text = _head(path, 4 * file_chars + 4)  # enough bytes for file_chars characters
+        keep = "not shown: leave it out of your reply to keep it"
         if text is None:
-            parts.append(f"=== {rel} (binary, {size} bytes, not shown: leave it out to keep it) ===")
+            parts.append(f"=== {rel} (binary, {size} bytes, {keep}) ===")
         elif used >= total_chars:
-            parts.append(f"=== {rel} ({len(text)} chars, not shown: leave it out to keep it) ===")
+            parts.append(f"=== {rel} ({size} bytes, {keep}) ===")
         else:
             shown = text[: min(file_chars, total_chars - used)]
-            cut = f", first {len(shown)} shown: leave it out to keep it" if len(shown) < len(text) else ""
-            parts.append(f"=== {rel} ({len(text)} chars{cut}) ===\n{shown}")
+            cut = len(shown.encode("utf-8")) < size
+            parts.append(f"=== {rel} ({size} bytes{', only its start is shown: leave it out to keep it' if cut else ''})"
+                         f" ===\n{shown}")
             used += len(shown)
     return "\n".join(parts)
 
@@ -509,11 +564,7 @@ class LLMModifier:
                       feedback=_feedback(feedback, "Your previous version failed verification:"))
 
         def validate(reply) -> Residual:
-            residual = validate_residual(reply, files, dirs)
-            if all(c is not None and (parent_dir / p).is_file() and (parent_dir / p).read_bytes() == c.encode()
-                   for p, c in residual.files.items()):
-                raise ValueError("the reply changes no file: every content equals the current one")
-            return residual
+            return require_changes(parent_dir, validate_residual(reply, files, dirs))
 
         residual = self.client.chat_json([SYSTEM, {"role": "user", "content": text}], validate,
                                          what=f"modification of {parent_dir.name} (attempt {attempt + 1})",

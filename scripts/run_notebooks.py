@@ -1,0 +1,87 @@
+#!/usr/bin/env python
+"""Run the notebooks with papermill: each ``notebooks/<name>.ipynb`` → ``runs/notebooks/<name>.ipynb``.
+
+    python scripts/run_notebooks.py                  # every notebook, smoke sizes
+    python scripts/run_notebooks.py ee_effort        # the named ones (with or without .ipynb)
+    python scripts/run_notebooks.py --full           # the papers' sizes (hours to days)
+
+Each notebook runs with kernel ``python3`` in the repository root, with ``-p smoke True|False``
+and ``-p results_dir results/<name>`` (smoke) or ``results/full/<name>`` (full), so that a full run
+never mixes its rows with a smoke run's. The script prints each notebook's wall time, writes them
+to ``results/notebook_times.json`` (merged with earlier runs) and exits non-zero if any notebook
+failed (the executed copy keeps the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def notebook_paths(names: list[str]) -> list[Path]:
+    if not names:
+        return sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = []
+    for name in names:
+        p = ROOT / "notebooks" / (name if name.endswith(".ipynb") else f"{name}.ipynb")
+        if not p.exists():
+            sys.exit(f"run_notebooks: {p} does not exist (notebooks: "
+                     f"{', '.join(q.stem for q in sorted((ROOT / 'notebooks').glob('*.ipynb')))})")
+        paths.append(p)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="notebook names (default: every notebook in notebooks/)")
+    ap.add_argument("--full", action="store_true", help="the papers' sizes instead of smoke sizes")
+    ap.add_argument("--out", default="runs/notebooks", help="where the executed notebooks go")
+    ap.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds (default: none)")
+    args = ap.parse_args(argv)
+
+    import papermill as pm
+
+    os.environ.setdefault("HARBOR_TELEMETRY", "0")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    smoke = not args.full
+    out_dir = ROOT / args.out
+    out_dir.mkdir(parents=True, exist_ok=True)
+    times_path = ROOT / "results" / "notebook_times.json"
+    times = json.loads(times_path.read_text()) if times_path.exists() else {}
+    failed = []
+    paths = notebook_paths(args.names)
+    for i, path in enumerate(paths, 1):
+        name = path.stem
+        results_dir = f"results/{name}" if smoke else f"results/full/{name}"
+        print(f"[{i}/{len(paths)}] {name} (smoke={smoke}, results_dir={results_dir}) …", flush=True)
+        t0 = time.monotonic()
+        try:
+            pm.execute_notebook(str(path), str(out_dir / path.name), parameters={"smoke": smoke, "results_dir": results_dir},
+                                kernel_name="python3", cwd=str(ROOT), progress_bar=False, log_output=False,
+                                execution_timeout=args.timeout)
+            status = "ok"
+        except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
+            status = "failed"
+            failed.append(name)
+            print(f"    FAILED: {type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}",
+                  flush=True)
+            print(f"    the executed notebook with its traceback: {out_dir / path.name}", flush=True)
+        seconds = round(time.monotonic() - t0, 1)
+        print(f"    {status} in {seconds:.0f} s", flush=True)
+        times[f"{name}{'' if smoke else ' (full)'}"] = {"seconds": seconds, "status": status, "smoke": smoke}
+        times_path.parent.mkdir(parents=True, exist_ok=True)
+        times_path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
+    print(f"{len(paths) - len(failed)}/{len(paths)} notebooks ran; times in {times_path.relative_to(ROOT)}")
+    if failed:
+        print(f"failed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
