@@ -82,7 +82,7 @@ from evokit.tasks import Lineage
 from evokit.train import GenEnvConfig, TrainConfig, read_rows, train_curriculum, train_genenv
 
 WARMUP_STEPS = 6  # cross-entropy steps of the warm start (ours: partial knowledge, see the docstring)
-WARMUP_LR = 0.05  # Adam step size of the warm start (evokit.train's default for the CPU learner)
+WARMUP_LR = 0.05  # Adam step size of the warm start (ours; full-batch cross-entropy, no sampling noise)
 MIN_FAILED = 3  # the ensemble needs parts; if fewer seeds are failed, the hardest seeds are used
 ROLLOUTS = 8  # EE: pass rates over 8 rollouts
 
@@ -198,12 +198,12 @@ def warm_policy(root: str | Path, cfg: TrainConfig, *, steps: int = WARMUP_STEPS
     policy = _new_policy(cfg)
     if steps == 0:
         return policy
-    path = root / "warm_policy.pt"
-    if path.exists():
+    path, meta = root / "warm_policy.pt", root / "warm_policy.json"
+    if path.exists() and meta.exists() and json.loads(meta.read_text()).get("settings") == [steps, lr, cfg.seed]:
         return SkillPolicy.load(path)
     losses = fine_tune_on_solutions(policy, pair_tasks(root / "pair_tasks", cfg.seed), steps=steps, lr=lr)
     policy.save(path)
-    (root / "warm_policy.json").write_text(json.dumps({"steps": steps, "lr": lr, "losses": losses}, indent=2))
+    meta.write_text(json.dumps({"settings": [steps, lr, cfg.seed], "losses": losses}, indent=2))
     return policy
 
 
@@ -544,7 +544,8 @@ def static_tasks(out: Path, n: int, *, seed: int, min_len: int, max_len: int) ->
 def data_efficiency_study(results_dir: str | Path, *, epochs: int, batches_per_epoch: int, tasks_per_batch: int,
                           rollouts: int, amounts: Sequence[int], passes: int, n_heldout: int,
                           group_size: int = 8, tasks_per_step: int = 2, eval_rollouts: int = ROLLOUTS, seed: int = 0,
-                          workers: int = 2, methods: Sequence[str] = DATA_METHODS) -> Path:
+                          workers: int = 2, methods: Sequence[str] = DATA_METHODS,
+                          heldout_steps: Sequence[int] = (MIN_STEPS, MAX_STEPS)) -> Path:
     """Held-out pass rate vs training tasks: GenEnv's D_train pool vs static augmentation.
 
     1. One learning-simulator GenEnv run (``genenv/``); its D_train pool's tasks, in a seeded
@@ -553,8 +554,9 @@ def data_efficiency_study(results_dir: str | Path, *, epochs: int, batches_per_e
        adapted, in the same nested subsets.
     3. For each method and amount a fresh, untrained learner runs ⌈passes·a / tasks_per_step⌉
        GRPO steps in random order over the subset and is evaluated once at the end on a fixed
-       held-out set (``n_heldout`` verified seeds made with another seed). Amount 0 is the
-       untrained learner. Rows: ``data_efficiency.jsonl`` (amount, method, score, steps).
+       held-out set (``n_heldout`` verified seeds of ``heldout_steps`` (min, max) steps made with
+       another seed). Amount 0 is the untrained learner. Rows: ``data_efficiency.jsonl``
+       (amount, method, score, steps).
     """
     out = Path(results_dir)
     unknown = sorted(set(methods) - set(DATA_METHODS))
@@ -564,7 +566,7 @@ def data_efficiency_study(results_dir: str | Path, *, epochs: int, batches_per_e
                         "tasks_per_batch": tasks_per_batch, "rollouts": rollouts, "amounts": list(amounts),
                         "passes": passes, "n_heldout": n_heldout, "group_size": group_size,
                         "tasks_per_step": tasks_per_step, "eval_rollouts": eval_rollouts, "seed": seed,
-                        "methods": list(methods)})
+                        "methods": list(methods), "heldout_steps": list(heldout_steps)})
     gcfg = GenEnvConfig(epochs=epochs, batches_per_epoch=batches_per_epoch, tasks_per_batch=tasks_per_batch,
                         rollouts=rollouts)
     run = train_genenv(out / "genenv", TrainConfig(seed=seed, workers=workers, eval_every=0), gcfg, progress=False)
@@ -576,7 +578,8 @@ def data_efficiency_study(results_dir: str | Path, *, epochs: int, batches_per_e
     sources = {"GenEnv": [pool[i] for i in order],
                "static augmentation": static_tasks(out / "static_tasks", len(pool), seed=seed,
                                                    min_len=gcfg.min_len, max_len=gcfg.max_len)}
-    heldout_rows = make_seeds(n_heldout, seed + 2000, out / "heldout", workers=workers, progress=False)
+    heldout_rows = make_seeds(n_heldout, seed + 2000, out / "heldout", workers=workers, progress=False,
+                              min_steps=heldout_steps[0], max_steps=heldout_steps[1])
     heldout = [out / "heldout" / r["name"] for r in heldout_rows]
     rows_path = out / "data_efficiency.jsonl"
     done = {(r["method"], r["amount"]) for r in read_rows(rows_path)}
@@ -589,13 +592,13 @@ def data_efficiency_study(results_dir: str | Path, *, epochs: int, batches_per_e
         for amount in sorted(amounts):
             if (method, amount) in done:
                 continue
-            store = LineageStore(out / lineage / f"a{amount:04d}" / "store")
+            store = LineageStore(out / "subsets" / lineage / f"a{amount:04d}" / "store")
             for k, task in enumerate(sources[method][:amount], 1):
                 _add_task(store, lineage, k, task)
             n_steps = math.ceil(passes * amount / tasks_per_step)
             cfg = TrainConfig(steps=n_steps, tasks_per_step=tasks_per_step, group_size=group_size, seed=seed,
                               workers=workers, eval_every=n_steps, eval_rollouts=eval_rollouts)
-            train = train_curriculum(store, "random", out / lineage / f"a{amount:04d}" / "train", cfg,
+            train = train_curriculum(store, "random", out / "subsets" / lineage / f"a{amount:04d}" / "train", cfg,
                                      eval_tasks=heldout, progress=False)
             score_ = read_rows(train / "evals.jsonl")[-1]["pass_rate"]
             _append_rows(rows_path, [{"method": method, "amount": amount, "score": score_, "steps": n_steps}])
