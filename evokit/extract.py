@@ -79,6 +79,7 @@ def validate_reply(reply) -> Plan:
 
 def _catalog_text() -> str:
     """Scenarios and skills listed once each (listing every pair would not fit small contexts)."""
+    pairs()  # loads the catalog: in a fresh process SCENARIOS/SKILLS are empty until then
     scen = "\n".join(f"- {s}: {SCENARIOS[s].summary}" for s in sorted(SCENARIOS))
     sk = "\n".join(f"- {k}: {SKILLS[k].summary}" for k in sorted(SKILLS))
     return f"SCENARIOS:\n{scen}\n\nSKILLS:\n{sk}\n\nA pair is written <scenario>/<skill>, e.g. access-log/topk-count."

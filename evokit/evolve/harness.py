@@ -206,7 +206,9 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
             if verdict.passed:
                 new_plan, _ = _plan_and_seed(folder)
                 mut = mutation(parent_dir, folder)
-                diff = score(new_plan, backend_ref(backend)).as_dict()
+                # Free-text ("other:") steps of LLM plans have no p_T: D_T is left out for them.
+                free = any(":" in st.scenario or ":" in st.skill for st in new_plan.steps)
+                diff = {} if free else score(new_plan, backend_ref(backend)).as_dict()
                 name, h = store.add_task(folder)
                 rec = EnvRecord(lineage, g, 1, name, h, parent.content_hash, edit.direction, edit.effort, {
                     "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,

@@ -354,7 +354,8 @@ class LLMReviewer:
         if child.to_json() in seen:
             reasons.append("novel: this plan is already in the lineage")
         return reasons, ["valid (free-text steps cannot be rendered)",
-                         "harder (free-text steps have no p_T, so D_T cannot be computed)"]
+                         "harder (free-text steps have no p_T, so neither D_T nor the term of it the "
+                         "direction targets can be computed)"]
 
     def review(self, parent: Plan, child: Plan, direction: str, effort: str, *, seed: int,
                seen: Collection[str] = frozenset()) -> list[str]:
@@ -364,7 +365,7 @@ class LLMReviewer:
         if skipped:
             log.info("plan with free-text steps: procedural checks skipped: %s", "; ".join(skipped))
         changed = _changed_positions(parent, child, direction)
-        passed = "direction, effort, novel" + ("" if skipped else ", valid (it renders), harder (D_T rises)")
+        passed = "direction, effort, novel" + ("" if skipped else ", valid (it renders), harder (D_T and the term its direction targets rise)")
         text = prompt("evolve_review", parent=plan_json(parent), child=plan_json(child), direction=direction,
                       effort=effort, changed=", ".join(str(c + 1) for c in changed), passed=passed,
                       skipped=f"Not checked (judge these yourself): {'; '.join(skipped)}." if skipped else "",
