@@ -98,6 +98,7 @@ def _append(path: Path, rows: Sequence[dict]) -> None:
 def _check_study(out: Path, params: dict) -> None:
     """First run: record ``params``; later runs: refuse other ones (rows would mix two studies)."""
     path = out / "study.json"
+    params = json.loads(json.dumps(params))  # tuples → lists, as they come back from disk
     if path.exists():
         old = json.loads(path.read_text())
         if old != params:

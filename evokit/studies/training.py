@@ -77,7 +77,7 @@ from evokit.lineage import EnvRecord, LineageStore
 from evokit.plan import render
 from evokit.rollout import write_rows
 from evokit.seeds import MAX_STEPS, MIN_STEPS, make_seeds
-from evokit.studies.evolution import StudyError, pair_tasks
+from evokit.studies.evolution import StudyError, _check_study, pair_tasks
 from evokit.tasks import Lineage
 from evokit.train import GenEnvConfig, TrainConfig, read_rows, train_curriculum, train_genenv
 
@@ -90,18 +90,7 @@ ROLLOUTS = 8  # EE: pass rates over 8 rollouts
 # ----------------------------------------------------------------------------- bookkeeping
 def _check_params(out: Path, params: dict) -> None:
     """First run: record ``params`` in ``study.json``; later runs: refuse other ones (rows would mix)."""
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "study.json"
-    params = json.loads(json.dumps(params))  # tuples → lists, as they come back from disk
-    if path.exists():
-        old = json.loads(path.read_text())
-        if old != params:
-            diff = sorted(k for k in set(old) | set(params) if old.get(k) != params.get(k))
-            raise StudyError(f"{out} holds a study with other parameters ({', '.join(diff)}: "
-                             f"{ {k: old.get(k) for k in diff} } there, { {k: params.get(k) for k in diff} } now); "
-                             "pass another results_dir or delete that folder")
-    else:
-        path.write_text(json.dumps(params, indent=2, sort_keys=True))
+    _check_study(out, params)
 
 
 def _append_rows(path: Path, rows: Sequence[dict]) -> None:
