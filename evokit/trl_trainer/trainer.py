@@ -1,0 +1,260 @@
+"""The TRL ``GRPOTrainer`` that trains on evokit tasks: building it, running it, resuming it.
+
+Generation, the tool-call loop, the GRPO loss, checkpoints and vLLM stay TRL's (``trl`` ≥ 1.16,
+read from ``trl/trainer/grpo_trainer.py``). :class:`EvokitGRPOTrainer` (made by
+:func:`trainer_class`, so that TRL is imported only when a trainer is built) decides which task a
+slot holds when TRL starts generating that batch, not when the dataloader (which prefetches one
+batch ahead) reads the row: so every group sees one task, and the curriculum has already seen the
+previous batch's pass rates. TRL's ``RepeatSampler`` (unshuffled) repeats each row G times.
+
+Set-up checks (:func:`build_trainer`) refuse, with :class:`SetupError`, a chat template that
+cannot do tool calls and an instruction that cannot fit the context. TRL's default loss ("dapo",
+β = 0) is kept; EE/GenEnv train with GRPO and a KL term, set ``beta`` for it. Calling
+:func:`train_llm` again resumes from the last checkpoint.
+
+Generation backends (:func:`grpo_config`, checked against TRL 1.16's ``GRPOConfig`` and
+``trl/generation/vllm_generation.py``): ``transformers`` (CPU and GPU); ``vllm-colocate`` (vLLM in
+the training process; it loads the policy by ``model.name_or_path``, so a model without a local
+folder is saved to ``out/policy-init`` first); ``vllm-server`` (a ``trl vllm-serve`` process at
+``vllm_server_url``, which loads its own copy of the model and sets ``--logprobs-mode
+processed_logprobs`` that TRL's importance-sampling correction needs). In both vLLM modes TRL
+pushes the policy's weights to vLLM before the first generation and after each update, and hands
+it token ids, not text. On CUDA the default is bfloat16 weights with TRL's ``bf16`` flag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from evokit.trl_trainer.config import LLMTrainConfig, SetupError
+from evokit.trl_trainer.env import RunContext, SandboxToolEnv, make_task_reward, tool_schema
+from evokit.trl_trainer.models import load_policy, prepare_tokenizer
+from evokit.trl_trainer.rows import resume, rows_callback
+from evokit.trl_trainer.tasks import GroupResult, TaskRef, group_shares, make_scheduler
+
+
+def trainer_class():
+    """:class:`EvokitGRPOTrainer`, a subclass of TRL's ``GRPOTrainer`` (TRL is imported here, not at module load)."""
+    from trl import GRPOTrainer
+
+    class EvokitGRPOTrainer(GRPOTrainer):
+        """GRPOTrainer that fills each generation batch's task columns from the scheduler, feeds the
+        groups' pass rates back after the rewards, and logs evokit's metrics alongside TRL's."""
+
+        def __init__(self, *args, scheduler, run: RunContext, **kwargs):
+            self.scheduler, self.evokit_run = scheduler, run
+            self.last_served: list[dict] = []
+            self.rollout_rows: list[dict] = []
+            super().__init__(*args, **kwargs)
+            run.eos_ids = tuple(self.eos_token_ids)
+
+        def _generate_and_score_completions(self, inputs):
+            if not self.model.training:
+                return super()._generate_and_score_completions(inputs)
+            from accelerate.utils import gather_object
+
+            G = self.num_generations
+            refs = self.scheduler.begin_batch(self.args.generation_batch_size // G)
+            inputs = [{**x, "task_key": list(refs[x["slot"]].key),
+                       "task_dir": str(refs[x["slot"]].path or "")} for x in inputs]
+            run = self.evokit_run
+            run.pending.clear()
+            t0, s0 = time.monotonic(), run.clock.seconds
+            out = super()._generate_and_score_completions(inputs)
+            mask = out["completion_mask"] * out["tool_mask"] if "tool_mask" in out else out["completion_mask"]
+            for rec, n_tok in zip(run.pending, mask.sum(dim=1).tolist(), strict=True):
+                rec["model_tokens"] = int(n_tok)
+            records = gather_object(list(run.pending))
+            self._feedback(records, refs, time.monotonic() - t0, run.clock.seconds - s0)
+            return out
+
+        def _feedback(self, records: list[dict], refs: list[TaskRef], seconds: float, sandbox: float) -> None:
+            by_slot: dict[int, list[dict]] = {}
+            for r in records:
+                by_slot.setdefault(r["slot"], []).append(r)
+            cfg = self.evokit_run.cfg
+            results = []
+            for slot, rows in sorted(by_slot.items()):
+                ok = [r["reward"] for r in rows if not r["masked"]]
+                results.append(GroupResult(slot, refs[slot], sum(x >= cfg.success for x in ok), len(ok),
+                                           len(rows) - len(ok), float(np.mean(ok)) if ok else None))
+            self.scheduler.update(results)
+            m = self._metrics["train"]
+            shares = group_shares(results)
+            m["dead_group_share"].append(shares[0])
+            m["partially_solved_share"].append(shares[1])
+            m["masked_share"].append(float(np.mean([r["masked"] for r in records])))
+            m["turns"].append(float(np.mean([r["n_turns"] for r in records])))
+            turns = sum(r["assistant_messages"] for r in records)
+            m["tokens_per_turn"].append(sum(r["model_tokens"] for r in records) / max(1, turns))
+            m["generation_seconds"].append(seconds)
+            m["sandbox_seconds"].append(sandbox)
+            for k, v in self.scheduler.position().items():
+                m[k].append(v)
+            step = self.state.global_step + 1  # the update these rollouts feed
+            self.last_served = [{"slot": r.slot, "env": list(r.ref.key), "pass_rate": r.pass_rate, "n": r.n,
+                                 "masked": r.masked, "mean_reward": r.mean_reward} for r in results]
+            self.rollout_rows.extend({"step": step, **r} for r in records)
+
+    return EvokitGRPOTrainer
+
+
+def grpo_config(cfg: LLMTrainConfig, out: Path, *, progress: bool = False):
+    """TRL's ``GRPOConfig`` for ``cfg``, checkpoints under ``out/trl``.
+
+    One generation batch is one update: G × tasks_per_step rows, in micro-batches of
+    ``micro_batch`` rows (gradient accumulation). TRL's ``bf16`` flag (autocast) is set only on
+    CUDA, with bf16 weights or ``dtype="mixed"``; ``GRPOConfig``'s own default turns it on whenever fp16 is off, which on
+    CPU would mean bf16 autocast.
+    """
+    from trl import GRPOConfig
+
+    device, gen = cfg.resolved_device(), cfg.resolved_generation()
+    if gen.startswith("vllm") and device != "cuda":
+        raise SetupError(f"generation={gen!r} needs a CUDA device (device={cfg.device!r} resolved to {device!r}); "
+                         "use generation='transformers' on CPU")
+    n = cfg.group_size * cfg.tasks_per_step
+    micro = cfg.micro_batch or n
+    # newer transformers (5.24 here) renamed gradient_checkpointing to activation_checkpointing and
+    # warns on the old name; TRL's default for it is True, so evokit sets it, by whichever name exists
+    ckpt = "activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__ else \
+        "gradient_checkpointing"
+    return GRPOConfig(
+        output_dir=str(out / "trl"), max_steps=cfg.steps, num_generations=cfg.group_size,
+        per_device_train_batch_size=micro, gradient_accumulation_steps=n // micro,
+        learning_rate=cfg.learning_rate, beta=cfg.beta, temperature=cfg.temperature,
+        max_completion_length=cfg.max_completion_length, max_tool_calling_iterations=cfg.max_turns,
+        logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.keep_checkpoints,
+        report_to=[], seed=cfg.seed, shuffle_dataset=False, ignore_data_skip=True, dataloader_num_workers=0,
+        use_cpu=device == "cpu", bf16=cfg.autocast_bf16(), **{ckpt: cfg.gradient_checkpointing},
+        use_vllm=gen.startswith("vllm"), vllm_mode="server" if gen == "vllm-server" else "colocate",
+        vllm_server_base_url=cfg.vllm_server_url, vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+        generation_kwargs=dict(cfg.generation_kwargs) if cfg.generation_kwargs else None,
+        disable_tqdm=not progress, log_completions=False, save_only_model=False)
+
+
+def _prompt_budget(tokenizer, model, cfg: LLMTrainConfig, tools) -> Callable[[str], str | None]:
+    """instruction → an error if system + tools + instruction + max_completion_length exceed the context."""
+    limit = int(getattr(model.config, "max_position_embeddings", 0) or 1 << 30)
+    base = len(_render_ids(tokenizer, cfg.system_prompt, "", tools))
+
+    def check(instruction: str) -> str | None:
+        n = base + len(tokenizer(instruction, add_special_tokens=False)["input_ids"])
+        if n + cfg.max_completion_length > limit:
+            return (f"context overflow: prompt of {n} tokens + max_completion_length {cfg.max_completion_length} "
+                    f"> the model's {limit} positions")
+        return None
+
+    return check
+
+
+def _render_ids(tokenizer, system: str, user: str, tools) -> list[int]:
+    return tokenizer.apply_chat_template([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                         tools=tools, add_generation_prompt=True, tokenize=True,
+                                         return_dict=True)["input_ids"]
+
+
+def _task_paths(scheduler) -> list[Path]:
+    envs = getattr(scheduler, "envs", None)
+    return sorted({Path(p) for p in envs.values()}) if envs else []
+
+
+def build_trainer(model, tokenizer, scheduler, out: str | Path, cfg: LLMTrainConfig = LLMTrainConfig(), *,
+                  progress: bool = False):
+    """An :class:`EvokitGRPOTrainer` ready to ``train()``; checks template and context first (SetupError)."""
+    from datasets import Dataset
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    os.environ.setdefault("HARBOR_TELEMETRY", "0")
+    if cfg.cpu_threads and cfg.resolved_device() == "cpu":
+        torch.set_num_threads(cfg.cpu_threads)
+    tokenizer = prepare_tokenizer(tokenizer, cfg.chat_template)
+    run = RunContext(cfg, ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="evokit-env"))
+    run.prompt_budget = _prompt_budget(tokenizer, model, cfg, tool_schema())
+    too_long = [f"{p}: {err}" for p in _task_paths(scheduler)
+                if (err := run.prompt_budget((p / "instruction.md").read_text()))]
+    if too_long:
+        raise SetupError("these tasks cannot fit the model's context; raise the model's context, lower "
+                         "max_completion_length, or leave them out:\n" + "\n".join(too_long))
+    args = grpo_config(cfg, out, progress=progress)
+    if (cfg.resolved_generation() == "vllm-colocate"
+            and not Path(str(model.name_or_path or "")).joinpath("config.json").is_file()):
+        # colocated vLLM loads the policy by name: give it a local copy (weights + tokenizer). A vLLM
+        # server has loaded its own copy; TRL overwrites its weights before the first generation.
+        init = out / "policy-init"
+        model.save_pretrained(init)
+        tokenizer.save_pretrained(init)
+        model.name_or_path = str(init)
+    n_groups = cfg.tasks_per_step
+    prompt = [{"role": "system", "content": cfg.system_prompt}, {"role": "user", "content": ""}]
+    dataset = Dataset.from_dict({"prompt": [prompt] * n_groups, "slot": list(range(n_groups))})
+    holder: list = []
+    trainer = trainer_class()(
+        model=model, reward_funcs=[make_task_reward(run)], args=args,
+        train_dataset=dataset, processing_class=tokenizer, environment_factory=lambda: SandboxToolEnv(run),
+        callbacks=[rows_callback(out, holder)], scheduler=scheduler, run=run)
+    holder.append(trainer)
+    return trainer
+
+
+def close(trainer) -> None:
+    """Stop every sandbox the run still holds and its thread pool."""
+    run = trainer.evokit_run
+    for env in list(run.envs):
+        env._close()
+    run.pool.shutdown(wait=True)
+
+
+def train_llm(model, scheduler, out: str | Path, cfg: LLMTrainConfig = LLMTrainConfig(), *, tokenizer=None,
+              progress: bool = True):
+    """Train ``model`` (an HF model, or a spec for :func:`load_policy`) with GRPO on ``scheduler``'s tasks.
+
+    Resumes from the last checkpoint in ``out/trl`` if there is one (scheduler state included;
+    rows of steps after it are dropped). Returns the trainer (closed).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if isinstance(model, str | Path):
+        model, tokenizer = load_policy(model, dtype=cfg.resolved_dtype(), tokenizer=tokenizer)
+    if tokenizer is None:
+        raise SetupError("train_llm: pass tokenizer= with a model instance")
+    ck = resume(out, scheduler)
+    (out / "config.json").write_text(json.dumps({"llm": asdict(cfg), "scheduler": type(scheduler).__name__},
+                                                indent=2, default=str))
+    trainer = build_trainer(model, tokenizer, scheduler, out, cfg, progress=progress)
+    try:
+        trainer.train(resume_from_checkpoint=str(ck) if ck else None)
+    finally:
+        close(trainer)
+    return trainer
+
+
+def train(policy: str, out: str | Path, *, source: str = "store", store=None, tasks: Sequence[str | Path] = (),
+          curriculum: str = "el", steps: int = 50, group_size: int = 8, tasks_per_step: int = 2, seed: int = 0,
+          llm: LLMTrainConfig | None = None, progress: bool = True):
+    """One entry point for notebooks: ``policy="learner"`` trains evokit's CPU learner, anything else is
+    a model spec for :func:`train_llm` (a local directory, a .gguf file, "smollm2", "tiny")."""
+    if policy == "learner":
+        from evokit.train import GenEnvConfig, TrainConfig, train_curriculum, train_genenv
+
+        cfg = TrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, seed=seed)
+        if source == "genenv":
+            return train_genenv(out, cfg, GenEnvConfig(epochs=steps), progress=progress)
+        if source != "store":
+            raise SetupError("the CPU learner trains on source='store' or 'genenv'")
+        return train_curriculum(store, curriculum, out, cfg, progress=progress)
+    cfg = llm or LLMTrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, seed=seed)
+    sched = make_scheduler(source, store=store, tasks=tasks, curriculum=curriculum, out=out, seed=seed)
+    train_llm(policy, sched, out, cfg, progress=progress)
+    return Path(out)
