@@ -5,7 +5,7 @@ export HARBOR_TELEMETRY := 0
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup reproduce reproduce-full test test-slow test-notebooks bench lint clean-cache
+.PHONY: setup reproduce reproduce-full check test test-slow test-notebooks bench lint clean-cache
 
 setup:
 	@scripts/setup.sh dev,llm,scale,notebooks,train
@@ -19,7 +19,13 @@ reproduce: setup
 reproduce-full: setup
 	$(PY) scripts/run_notebooks.py --full
 
-## The default test suite (what CI runs): everything not marked slow or notebooks.
+## What CI runs (`bash .ci/run`): the default suite, then every notebook at smoke sizes with its
+## assertions (one setup; about 8 + 25 min on 2 cores).
+check: setup
+	$(PY) -m pytest -m "not slow and not notebooks" $(PYTEST_ARGS)
+	$(PY) -m pytest -m notebooks $(PYTEST_ARGS)
+
+## The default test suite: everything not marked slow or notebooks (under ~15 min on 2 cores).
 test: setup
 	$(PY) -m pytest -m "not slow and not notebooks" $(PYTEST_ARGS)
 
@@ -33,6 +39,11 @@ test-notebooks: setup
 
 bench: setup
 	$(PY) benchmarks/bench_sandbox.py
+	$(PY) benchmarks/bench_difficulty.py
+	$(PY) benchmarks/bench_evolve.py
+	$(PY) benchmarks/bench_parallel.py
+	$(PY) benchmarks/bench_rollout.py
+	$(PY) benchmarks/bench_trl.py
 
 lint: setup
 	$(PY) -m ruff check evokit tests benchmarks scripts

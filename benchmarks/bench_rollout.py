@@ -1,0 +1,108 @@
+"""Speed of one GRPO group with the CPU-scale learner, and the EL scheduler's cost next to it.
+
+A. A group of G = 8 rollouts of a verified 3-step procedural task by the CPU learner
+   (:class:`evokit.learners.SkillPolicy`), each rollout a real episode in a fresh sandbox judged by
+   the task's own tests, then one GRPO update on the group:
+   * wall time of the group with ``--workers`` sandboxes in flight (default 2, the machine's cores);
+   * the split, measured serially (one rollout at a time, so wall time = time waiting on sandbox
+     processes + evokit's own Python): the sandbox share is the floor no policy code can remove.
+B. The EL scheduler (:mod:`evokit.curriculum`) at the paper's full size (500 lineages × 15
+   generations): the cost of one training step's scheduling (sample B tasks, apply B pass rates)
+   as a ratio of one rollout's wall time (target: negligible).
+
+    .venv/bin/python benchmarks/bench_rollout.py [--repeats 3] [--workers 2]
+
+Prints a table and writes results/bench/rollout.json. Torch runs on one thread (on a shared 2-core
+host OpenMP's spin-waiting makes two threads much slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from evokit import curriculum as C  # noqa: E402
+from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, grpo_update  # noqa: E402
+from evokit.sandbox.process import SUBPROCESS_CLOCK  # noqa: E402
+from evokit.seeds import make_seeds  # noqa: E402
+
+
+def three_step_task(root: Path) -> Path:
+    """One verified seed with exactly three chained steps."""
+    make_seeds(1, 7, root, min_steps=3, max_steps=3, progress=False)
+    (task,) = [p for p in root.iterdir() if p.name.startswith("seed-")]
+    return task
+
+
+def group_and_update(policy: SkillPolicy, opt, task: Path, *, workers: int, seed: int) -> tuple[float, float, float]:
+    """(wall seconds, sandbox seconds, update seconds) of one group of 8 and its GRPO update."""
+    s0, t0 = SUBPROCESS_CLOCK.seconds, time.monotonic()
+    groups = collect_groups(policy, [task], group_size=8, workers=workers, seed=seed)
+    t1 = time.monotonic()
+    grpo_update(policy, opt, groups)
+    t2 = time.monotonic()
+    return t2 - t0, SUBPROCESS_CLOCK.seconds - s0, t2 - t1
+
+
+def scheduler_step_seconds(n_lineages: int = 500, generations: int = 15, batch: int = 8, steps: int = 200) -> float:
+    """Mean seconds of one step of EL scheduling: sample ``batch`` envs, apply their pass rates."""
+    sizes = {f"L{i:03d}": [0] + [1] * generations for i in range(n_lineages)}
+    state, rng = C.el_init(sizes), np.random.default_rng(0)
+    t0 = time.monotonic()
+    for _ in range(steps):
+        state, envs = C.el_sample(state, rng, batch)
+        for env in envs:
+            state = C.el_update(state, env[0], float(rng.random()), at=(env[1], env[2]))
+    return (time.monotonic() - t0) / steps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=Path("results/bench/rollout.json"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    task = three_step_task(Path(tempfile.mkdtemp(prefix="evokit-bench-rollout-")))
+    policy = SkillPolicy(PolicyConfig(seed=0))
+    opt = torch.optim.Adam(policy.parameters(), lr=0.03)
+    group_and_update(policy, opt, task, workers=args.workers, seed=99)  # warm the image cache and torch
+
+    serial = [group_and_update(policy, opt, task, workers=1, seed=r) for r in range(args.repeats)]
+    parallel = [group_and_update(policy, opt, task, workers=args.workers, seed=100 + r) for r in range(args.repeats)]
+    wall_s, sandbox_s = sum(w for w, _, _ in serial), sum(s for _, s, _ in serial)
+    rollout_s = statistics.median(w for w, _, _ in parallel) / 8
+    sched_s = scheduler_step_seconds()
+    row = {
+        "task": task.name,
+        "group_wall_s": round(statistics.median(w for w, _, _ in parallel), 3),
+        "workers": args.workers,
+        "serial_group_wall_s": round(statistics.median(w for w, _, _ in serial), 3),
+        "sandbox_share": round(sandbox_s / wall_s, 3),
+        "python_share": round(1 - sandbox_s / wall_s, 3),
+        "el_step_s": round(sched_s, 6),
+        "el_step_over_one_rollout": round(sched_s / rollout_s, 5),
+    }
+    print(f"group of 8 rollouts (3-step task {task.name}), {args.workers} workers: {row['group_wall_s']:.2f} s "
+          f"(serial {row['serial_group_wall_s']:.2f} s)")
+    print(f"  serial split: sandbox {row['sandbox_share']:.0%} / Python {row['python_share']:.0%}; "
+          f"GRPO update {row['grpo_update_s'] * 1000:.1f} ms")
+    print(f"EL scheduling of one step (500 lineages x 15 generations, B = 8): {sched_s * 1e3:.3f} ms = "
+          f"{row['el_step_over_one_rollout']:.2e} x one rollout")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(row, indent=2) + "\n")
+    print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
