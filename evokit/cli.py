@@ -282,6 +282,7 @@ def train_llm(
     generation: Annotated[str, typer.Option(help="auto | transformers | vllm-colocate | vllm-server")] = "auto",
     vllm_server_url: Annotated[str | None, typer.Option(help="with --generation vllm-server")] = None,
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
+    dtype: Annotated[str, typer.Option(help="auto | bfloat16 | float32 | mixed (fp32 weights, bf16 autocast)")] = "auto",
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
 ) -> None:
     """Train an LLM with TRL's GRPO on evokit tasks in sandboxes (the CPU learner: `evokit train`)."""
@@ -292,7 +293,7 @@ def train_llm(
         cfg = LLMTrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, micro_batch=micro_batch,
                              max_completion_length=max_completion_length, max_turns=max_turns, learning_rate=lr,
                              beta=beta, generation=generation, vllm_server_url=vllm_server_url, device=device,
-                             seed=seed)
+                             dtype=dtype, seed=seed)
         sched = make_scheduler(source, store=store, tasks=_task_dirs([tasks]) if tasks else (),
                                curriculum=curriculum, out=out, seed=seed)
         run_training(model, sched, out, cfg)
