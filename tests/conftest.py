@@ -44,3 +44,14 @@ def base_image(sandbox_cache, tmp_path_factory):
 
     ctx = make_context(tmp_path_factory.mktemp("base-ctx"), BASE_DOCKERFILE)
     return build_image(ctx, root=sandbox_cache)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module: on a shared 2-core host OpenMP's spin-waiting makes 2 threads ~15x slower."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

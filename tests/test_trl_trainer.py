@@ -38,8 +38,8 @@ import pytest
 
 os.environ.update(HARBOR_TELEMETRY="0", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("trl")
+import torch  # noqa: E402  (required: the train extra; a missing TRL must fail, not skip)
+import trl  # noqa: E402,F401  (required: a missing TRL must fail, not skip)
 
 from evokit import trl_trainer as T  # noqa: E402
 from evokit.curriculum import ELConfig, el_init, el_update  # noqa: E402
@@ -74,13 +74,7 @@ def scripted_sampler(tokenizer, instruction: str) -> dict:
                               window=WINDOW)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core CI host, OpenMP's spin-waiting makes 2 threads ~15x slower."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,7 @@ import pytest
 
 os.environ.update(HARBOR_TELEMETRY="0", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
 
-pytest.importorskip("torch")
-pytest.importorskip("trl")
+import trl  # noqa: E402,F401  (required: a missing TRL must fail, not skip)
 
 from evokit import trl_trainer as T  # noqa: E402
 
