@@ -47,9 +47,20 @@ def paper_hline(ax, y: float, label: str = "paper", **kw):
     return ax.axhline(y, label=label, **{**PAPER_STYLE, "marker": None, **kw})
 
 
-def paper_note(ax, text: str) -> None:
-    """A small boxed note with the paper's number(s) where a curve would mislead (other scale)."""
-    ax.text(0.99, 0.02, text, transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
+_NOTE_AT = {  # where paper_note puts its box: (x, y, ha, va) in axes coordinates
+    "lower right": (0.99, 0.02, "right", "bottom"), "upper right": (0.99, 0.98, "right", "top"),
+    "lower left": (0.01, 0.02, "left", "bottom"), "upper left": (0.01, 0.98, "left", "top"),
+    "center right": (0.99, 0.5, "right", "center"),
+}
+
+
+def paper_note(ax, text: str, loc: str = "lower right") -> None:
+    """A small boxed note with the paper's number(s) or finding where a curve would mislead (other scale,
+    no values reported); ``loc`` is one of ``_NOTE_AT``'s places."""
+    if loc not in _NOTE_AT:
+        raise ValueError(f"paper_note: loc={loc!r}; use one of {', '.join(_NOTE_AT)}")
+    x, y, ha, va = _NOTE_AT[loc]
+    ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, fontsize=8,
             bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "0.6"})
 
 

@@ -1,19 +1,23 @@
 """The EE notebooks: stored without outputs, ``smoke`` changes only sizes, and (marked ``notebooks``) each
 runs end to end at smoke sizes with papermill and records numbers that support the paper's claims in kind.
 
-What the smoke runs assert (measured at smoke sizes: 4 lineages × 8 generations per setting):
+What the smoke runs assert (smoke sizes: 3 lineages × 4 generations per setting, B = 8 rollouts; the
+numbers in parentheses are seed 0's):
 
-* effort (``ee_effort``): high and max drive the reference solver's pass rate to ~0 by the last
-  generation (measured: 0.0 and 0.0), while low stays higher (measured: 0.16; EE: low never reaches 0);
+* effort (``ee_effort``): high and max drive the reference solver's mean pass rate to 0, monotonically
+  (0.92 → 0.58 → 0 and 0.92 → 0.29 → 0), max no later than high and with larger edits, while low does
+  not reach 0 (EE: low fluctuates and never reaches 0; ours 0.92 … 0.54); every effort lengthens episodes;
 * directions (``ee_table1_directions``, ``ee_difficulty``): each pinned direction raises its own part
-  of D_T at every edit and lowers the pass rate on average (EE Table 1: ΔPass < 0 for every direction);
+  of D_T at every edit and lowers the pass rate on average, after one step and over all edits (EE Table 1:
+  ΔPass < 0 for every direction), and the paper's Table 1 values sit beside ours in the table;
 * calibration (``ee_difficulty``): D_T correlates negatively with the measured pass rate (ρ < 0;
-  measured ≈ −0.7);
-* quickstart: every environment verified, the last generation re-verified, D_T rising, the browser
-  rendered; and the notebook also passes ``nbval --nbval-lax``.
+  measured ≈ −0.8 over 31 environments);
+* quickstart: every environment verified, the last generation re-verified, D_T rising at every edit, the
+  lineage browser rendered; and the stored notebook also passes ``nbval --nbval-lax``.
 
 Figures go to a temporary ``EVOKIT_FIGURES`` and rows to temporary ``results_dir``s, so a test run
-never overwrites ``figures/`` or ``results/``. The four EE runs share one reference solver.
+never overwrites ``figures/`` or ``results/``. The three EE runs share one reference solver (trained by
+the first) and its pass-rate cache, as ``scripts/run_notebooks.py`` does.
 """
 
 from __future__ import annotations
@@ -113,23 +117,31 @@ def run_notebook(tmp_path_factory):
 @pytest.mark.notebooks
 def test_quickstart(run_notebook):
     s, figures = run_notebook("00_quickstart")
-    assert s["n_lineages"] == 3 and s["generations"] == 3
-    assert s["all_verified"] and s["all_reverified"]
-    assert s["d_t_rises"] and s["d_t_final"] > s["d_t_seed"]
+    assert s["n_lineages"] == 3 and s["generations"] == 3 and s["n_envs"] == 3 * (3 + 1)
+    assert s["all_verified"] and s["all_reverified"]  # the three verifiers, at creation and again at the end
+    assert s["d_t_rises"] and s["d_t_final"] > s["d_t_seed"]  # every accepted edit raises D_T
     assert s["browser_html_chars"] > 1000  # the browser built its panel (plan, D_T, verdict, diff)
     assert (figures / "00_quickstart.png").stat().st_size > 0
 
 
 @pytest.mark.notebooks
 def test_effort_high_and_max_reach_zero_low_does_not(run_notebook):
-    """EE: high and max drive the pass rate to 0; low does not (measured at smoke: 0.0 / 0.0 vs 0.16)."""
+    """EE: high and max drive the pass rate monotonically to 0, max sooner and with larger edits; low
+    lengthens episodes but does not reach 0."""
     s, figures = run_notebook("ee_effort")
-    final, seeds = s["final_pass_rate"], s["seed_pass_rate"]
-    assert all(seeds[e] >= 1 / 8 for e in ("low", "high", "max"))  # lineages start where a fall is measurable
-    assert final["high"] <= 0.05 and final["max"] <= 0.05, final
-    assert final["low"] > max(final["high"], final["max"]), final
-    assert s["first_zero_generation"]["high"] is not None and s["first_zero_generation"]["max"] is not None
+    efforts = ("low", "high", "max")
+    assert s["generations"] == 4 and s["n_lineages"] == dict.fromkeys(efforts, 3)
+    assert all(s["seed_pass_rate"][e] >= 1 / 8 for e in efforts)  # lineages start where a fall is measurable
+    zero, final, curve = s["first_zero_generation"], s["final_pass_rate"], s["pass_rate_curve"]
+    for e in ("high", "max"):
+        assert zero[e] is not None and final[e] == 0 and s["pass_rate_monotone"][e], (e, curve[e])
+        assert s["lineages_at_zero"][e] == s["n_lineages"][e]  # every lineage, not just the mean
+    assert zero["max"] <= zero["high"]
+    assert s["mean_pass_rate_evolved"]["max"] <= s["mean_pass_rate_evolved"]["high"]  # max sooner
+    assert s["mean_mutation_total"]["max"] > s["mean_mutation_total"]["high"] > s["mean_mutation_total"]["low"]
+    assert zero["low"] is None and min(curve["low"]) > 0.1, curve["low"]  # low never reaches 0
     assert s["mean_pass_rate_evolved"]["low"] > s["mean_pass_rate_evolved"]["high"]
+    assert all(s["final_turns"][e] > s["seed_turns"][e] and s["final_d_t"][e] > s["seed_d_t"][e] for e in efforts)
     assert (figures / "ee_effort.png").stat().st_size > 0
 
 
@@ -137,22 +149,29 @@ def _directions_hold(directions: dict) -> None:
     assert set(directions) == {"length", "scenario", "skill"}
     for d, s in directions.items():
         own = s["own_term"]
+        assert s["n_edits"] >= 3, (d, s)  # at least one edit per lineage
         assert s[f"d_{own}_mean"] > 0, (d, s)  # each edit raises the direction's own part of D_T
         assert s["own_term_final"] > s["own_term_seed"], (d, s)
+        assert s["d_d_t_mean"] > 0, (d, s)  # and D_T as a whole
         assert s["d_pass_pts_mean"] < 0, (d, s)  # and lowers the pass rate on average
         assert s["pass_rate_final"] < s["pass_rate_seed"], (d, s)
+        assert (s["d_turns_mean"] > 0) == (d == "length"), (d, s)  # one command per step: only length adds turns
 
 
 @pytest.mark.notebooks
 def test_table1_every_direction_lowers_pass_rate(run_notebook):
-    """EE Table 1: ΔPass < 0 along every direction, after one step and on average."""
+    """EE Table 1: ΔPass < 0 along every direction, after one step and on average, beside the paper's values."""
     s, figures = run_notebook("ee_table1_directions")
+    assert s["generations"] <= 4
     _directions_hold(s["directions"])
     rows = {r["row"]: r for r in s["table1"]}
     for d in ("length", "scenario", "skill"):
-        assert rows[f"{d}, 1 step"]["d_pass_pts"] <= 0, rows[f"{d}, 1 step"]
-        assert rows[f"{d}, 1 step"]["d_pass_pts_paper"] < 0  # the paper's value sits beside ours
-    assert rows["length, 1 step"]["d_turns"] > 0  # only length edits add turns (one command per step)
+        one = rows[f"{d}, 1 step"]
+        mean = next(r for k, r in rows.items() if k.startswith(f"{d}, mean of"))
+        assert one["n_edits"] == 3 and one["d_pass_pts"] < 0, one  # one first edit per lineage
+        assert mean["n_edits"] >= one["n_edits"] and mean["d_pass_pts"] < 0, mean
+        assert one["d_pass_pts_paper"] < 0 and mean["d_pass_pts_paper"] < 0  # the paper's values sit beside ours
+        assert one["total_paper"] > 0 and 0 < one["total"] <= 100, one
     assert (figures / "ee_table1_directions.png").stat().st_size > 0
 
 
@@ -160,8 +179,9 @@ def test_table1_every_direction_lowers_pass_rate(run_notebook):
 def test_difficulty_predicts_pass_rate(run_notebook):
     """D_T correlates negatively with the reference solver's measured pass rate; directions raise their parts."""
     s, figures = run_notebook("ee_difficulty")
-    assert s["calibration"]["rho_d_t"] < 0, s["calibration"]
-    assert s["calibration"]["n_envs"] >= 30
+    cal = s["calibration"]
+    assert cal["n_envs"] >= 25, cal  # enough distinct environments for a rank correlation
+    assert cal["rho_d_t"] < -0.3 and cal["rho_length_term"] < 0, cal
     _directions_hold(s["directions"])
     assert (figures / "ee_difficulty.png").stat().st_size > 0
 

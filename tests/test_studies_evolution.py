@@ -1,5 +1,6 @@
 """The EE evolution study's parts: rank correlation, per-edit deltas, Table 1 and the summaries on
-hand-made rows, the study folder's parameter check, and the reference solver's pair tasks and cache.
+hand-made rows (evolution_analysis), the study folder's parameter check (rows), and the reference
+solver's pair tasks, its cache and its pass-rate cache (reference_solver).
 (The whole study runs in the notebook tests, tests/test_notebooks_ee.py.)"""
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import pandas as pd
 import pytest
 
 from evokit.catalog import pairs
-from evokit.studies import evolution as ev
+from evokit.studies import evolution_analysis as ev
+from evokit.studies import reference_solver as rs
+from evokit.studies import rows as rw
 
 
 def env(setting, lineage, g, pass_rate, *, direction=None, parent=None, turns=None, length=2, d=None, mut=0.5):
@@ -73,6 +76,11 @@ def test_effort_summary_and_calibration():
     assert s["efforts"] == ["low", "high"]
     assert s["final_pass_rate"] == {"low": 0.25, "high": 0.0}
     assert s["first_zero_generation"] == {"low": None, "high": 2}
+    assert s["pass_rate_curve"] == {"low": [0.75, 0.5, 0.5, 0.25], "high": [0.75, 0.25, 0.0, 0.0]}
+    assert s["pass_rate_monotone"] == {"low": True, "high": True}
+    assert s["lineages_at_zero"] == {"low": 0, "high": 1}
+    bumpy = chain("low-all", "L0", [0.75, 0.25, 0.5], "length")
+    assert ev.effort_summary(bumpy)["pass_rate_monotone"] == {"low": False}  # a rise anywhere breaks it
     cal = ev.calibration(rows)
     assert cal["n_envs"] == len(rows) and cal["rho_d_t"] < 0
 
@@ -85,30 +93,43 @@ def test_curves_mean_and_sem():
 
 
 def test_study_folder_refuses_other_parameters(tmp_path):
-    ev._check_study(tmp_path, {"n_seeds": 4, "generations": 8})
-    ev._check_study(tmp_path, {"n_seeds": 4, "generations": 8})  # same: resume
-    with pytest.raises(ev.StudyError, match="generations"):
-        ev._check_study(tmp_path, {"n_seeds": 4, "generations": 15})
+    rw.check_study(tmp_path, {"n_seeds": 4, "generations": 8})
+    rw.check_study(tmp_path, {"n_seeds": 4, "generations": 8})  # same: resume
+    with pytest.raises(rw.StudyError, match="generations"):
+        rw.check_study(tmp_path, {"n_seeds": 4, "generations": 15})
 
 
 def test_pair_tasks_cover_the_catalog(tmp_path):
-    tasks = ev.pair_tasks(tmp_path, seed=0)
+    tasks = rs.pair_tasks(tmp_path, seed=0)
     assert len(tasks) >= 0.9 * len(pairs())  # a few pairs cannot render on their scenario's data
     assert all((t / "instruction.md").exists() for t in tasks)
-    prior = [ev.pair_prior(*t.name.split("__")) for t in tasks]
+    prior = [rs.pair_prior(*t.name.split("__")) for t in tasks]
     assert all(p > 0 for p in prior) and sum(prior) <= 1.0 + 1e-9
 
 
 def test_reference_solver_is_cached_by_its_settings(tmp_path):
     """A tiny warm-up trains, saves and reloads; other settings retrain."""
-    a = ev.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
+    a = rs.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
     assert (tmp_path / "reference_solver.pt").exists()
-    assert len(ev.read_rows(tmp_path / "reference_solver.jsonl")) == 1
-    b = ev.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
+    assert len(rw.read_rows(tmp_path / "reference_solver.jsonl")) == 1
+    cache = rs.pass_rate_cache(tmp_path, seed=0, rollouts=8)
+    rw.append_rows(cache, [{"content_hash": "0" * 16, "pass_rate": 0.5, "turns": 2.0}])
+    b = rs.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
+    assert cache.exists()  # the same solver reloaded: its pass rates still hold
     assert all(torch_equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
-    ev.reference_solver(tmp_path, warmup_steps=2, tasks_per_step=2, group_size=2, workers=2, progress=False)
+    rs.reference_solver(tmp_path, warmup_steps=2, tasks_per_step=2, group_size=2, workers=2, progress=False)
     assert json.loads((tmp_path / "reference_solver.json").read_text())["params"]["warmup_steps"] == 2
-    assert len(ev.read_rows(tmp_path / "reference_solver.jsonl")) == 2
+    assert len(rw.read_rows(tmp_path / "reference_solver.jsonl")) == 2
+    assert not cache.exists()  # a retrained solver does not inherit the old one's pass rates
+
+
+def test_measure_reuses_cached_pass_rates(tmp_path):
+    """A content hash already in the cache is not rolled out again (here its folder does not even exist)."""
+    cache = tmp_path / "pass_rates.jsonl"
+    rw.append_rows(cache, [{"content_hash": "ab" * 8, "pass_rate": 0.375, "turns": 3.0}])
+    got = rs.measure(None, {"ab" * 8: tmp_path / "missing-task"}, cache, seed=0, progress=False)
+    assert got["ab" * 8]["pass_rate"] == 0.375 and len(rw.read_rows(cache)) == 1
+    assert rs.env_seed("ab" * 8, 0) == rs.env_seed("ab" * 8, 0) != rs.env_seed("ab" * 8, 1)
 
 
 def torch_equal(p, q) -> bool:
