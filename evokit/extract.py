@@ -3,8 +3,9 @@
 EE's proposer starts by extracting the (σ, κ) sequence of the current environment. For tasks
 evokit rendered, the plan is in ``[metadata.evokit]``; for anybody else's task we ask an LLM to
 map it onto the catalog vocabulary, allowing free text ("other") when nothing fits. The reply is
-validated (known pair names, dependencies on earlier steps) and the validation error is sent back
-for another try; after the retry budget the call fails with every reason (:class:`LLMReplyError`).
+validated (known pair names, dependencies on earlier steps, at most ``max_steps`` steps: a longer
+plan is rejected, never cut) and the validation error is sent back for another try; after the
+retry budget the call fails with every reason (:class:`LLMReplyError`).
 With a server that supports schema-constrained decoding (llama.cpp, vLLM) the reply is also
 constrained to the catalog's pairs.
 """
@@ -19,6 +20,9 @@ from evokit.plan import Plan, PlanError, Step
 from evokit.tasks import load_task, read_metadata
 
 OTHER = "other"
+#: Default longest plan an extraction may return (``extract(..., max_steps=)`` overrides it). The
+#: papers give no bound; 8 keeps prompts and grammars small while covering the catalog's seeds (2–5
+#: steps) and hand-written tasks; a longer reply is rejected with its length, never truncated.
 MAX_STEPS = 8
 _TEMPLATE_TEXT = {"none", "n/a", ""}
 
@@ -31,9 +35,9 @@ def plan_of(path: str | Path) -> Plan | None:
     return Plan.from_records(meta.plan, goal=meta.goal or "")
 
 
-def _schema(names: list[str]) -> dict:
+def _schema(names: list[str], max_steps: int = MAX_STEPS) -> dict:
     return {"type": "object", "required": ["steps"], "properties": {"steps": {
-        "type": "array", "minItems": 1, "maxItems": MAX_STEPS, "items": {
+        "type": "array", "minItems": 1, "maxItems": max_steps, "items": {
             # Grammars cannot say "descriptions only when pair is other", so they are always
             # required (ignored for catalog pairs): a constrained model can then always answer.
             "type": "object", "required": ["pair", "other_scenario", "other_skill", "reads_previous"], "properties": {
@@ -43,13 +47,20 @@ def _schema(names: list[str]) -> dict:
                 "reads_previous": {"type": "boolean"}}}}}}
 
 
-def validate_reply(reply) -> Plan:
-    """JSON reply → Plan; raises ValueError naming the offending step (fed back to the model)."""
+def validate_reply(reply, max_steps: int = MAX_STEPS) -> Plan:
+    """JSON reply → Plan; raises ValueError naming the offending step (fed back to the model).
+
+    A plan longer than ``max_steps`` is rejected with its length (the model is asked to merge or
+    drop steps), never silently cut.
+    """
     if not isinstance(reply, dict) or not isinstance(reply.get("steps"), list) or not reply["steps"]:
         raise ValueError('expected an object {"steps": [...]} with at least one step')
+    if len(reply["steps"]) > max_steps:
+        raise ValueError(f"the plan has {len(reply['steps'])} steps; at most {max_steps} steps are allowed: "
+                         "merge related steps or leave out minor ones")
     known = set(pairs())
     steps = []
-    for i, item in enumerate(reply["steps"][:MAX_STEPS], 1):
+    for i, item in enumerate(reply["steps"], 1):
         if not isinstance(item, dict) or not isinstance(item.get("pair"), str):
             raise ValueError(f'step {i}: expected {{"pair": "<scenario>/<skill>"}}, got {item!r}')
         pair = item["pair"].strip()
@@ -57,7 +68,8 @@ def validate_reply(reply) -> Plan:
             s = str(item.get("other_scenario") or "").strip()
             k = str(item.get("other_skill") or "").strip()
             if not s or not k:
-                raise ValueError(f"step {i}: 'other' needs other_scenario and other_skill descriptions")
+                raise ValueError(f"step {i}: 'other' needs other_scenario and other_skill descriptions: describe "
+                                 "the scenario and the skill")
             if {s.lower(), k.lower()} & _TEMPLATE_TEXT:
                 raise ValueError(f"step {i}: with pair 'other', describe the scenario and the skill (not 'none')")
             scenario, skill = f"{OTHER}:{s}", f"{OTHER}:{k}"
@@ -85,8 +97,15 @@ def _catalog_text() -> str:
     return f"SCENARIOS:\n{scen}\n\nSKILLS:\n{sk}\n\nA pair is written <scenario>/<skill>, e.g. access-log/topk-count."
 
 
-def extract(path: str | Path, client: LLMClient | None = None, *, retries: int = 2) -> Plan:
-    """The plan of the task at ``path``: exact from metadata, else through ``client``."""
+def extract(path: str | Path, client: LLMClient | None = None, *, retries: int = 2, max_steps: int = MAX_STEPS,
+            seed: int | None = None) -> Plan:
+    """The plan of the task at ``path``: exact from metadata, else through ``client``.
+
+    ``max_steps`` bounds the extracted plan (longer replies are sent back with their length);
+    ``seed`` is sent with the LLM call (see :meth:`LLMClient.chat_json`).
+    """
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, not {max_steps}")
     exact = plan_of(path)
     if exact is not None:
         return exact
@@ -100,9 +119,10 @@ def extract(path: str | Path, client: LLMClient | None = None, *, retries: int =
     listing = ", ".join(sorted(str(p.relative_to(tests)) for p in tests.rglob("*") if p.is_file()))
     text = prompt("extract_plan", catalog=_catalog_text(), instruction=task.instruction[:2000],
                   environment=dockerfile.read_text(errors="replace")[:800] if dockerfile.is_file() else "(none)",
-                  tests=f"{listing}\n{test_sh[:600]}")
+                  tests=f"{listing}\n{test_sh[:600]}", max_steps=str(max_steps))
     names = [f"{s}/{k}" for s, k in pairs()] + [OTHER]
     plan = client.chat_json([{"role": "system", "content": "You reply with JSON only."},
-                             {"role": "user", "content": text}], validate_reply,
-                            what=f"plan extraction for {path}", retries=retries, json_schema=_schema(names))
+                             {"role": "user", "content": text}], lambda reply: validate_reply(reply, max_steps),
+                            what=f"plan extraction for {path}", retries=retries,
+                            json_schema=_schema(names, max_steps), seed=seed)
     return Plan(plan.steps, goal=task.instruction.strip().splitlines()[0][:200] if task.instruction.strip() else "")

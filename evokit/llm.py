@@ -12,10 +12,18 @@ so token and call counts are recorded in one place (:attr:`LLMClient.usage`).
 fenced block), validate it with the caller's function, and on failure send the validation
 error back and retry, raising :class:`LLMReplyError` with every error once the retry budget
 is spent. Prompts live as files in ``evokit/prompts/`` (:func:`prompt`).
+
+**Seeds.** Calls take an optional ``seed`` (see :func:`call_seed`), sent as the OpenAI ``seed``
+parameter, so that the same question asked again (a resumed run) is sampled the same way.
+llama.cpp's server and vLLM honour it (same seed, prompt and server → same reply); hosted APIs
+may not: OpenAI treats it as best effort, and through litellm it is sent only to providers that
+list ``seed`` among their parameters (others drop it). A seeded run is therefore reproducible only
+as far as the endpoint is. :class:`ChatReply` and :class:`LLMReplyError` say which seeds were sent.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -35,11 +43,22 @@ class LLMError(RuntimeError):
     """The endpoint failed (down, timed out, HTTP error); the message names the endpoint."""
 
 
-class LLMReplyError(ValueError):
-    """The model's replies never validated; ``errors`` holds the reason for each attempt."""
+def call_seed(*parts) -> int:
+    """A 31-bit seed from ``parts`` (e.g. run seed, lineage, generation, role, round): same parts, same seed.
 
-    def __init__(self, what: str, errors: list[str], replies: list[str]):
-        self.errors, self.replies = errors, replies
+    >>> call_seed(0, "L000", 1, "propose", 0) == call_seed(0, "L000", 1, "propose", 0)
+    True
+    """
+    digest = hashlib.sha256(":".join(map(str, ("evokit-llm", *parts))).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+class LLMReplyError(ValueError):
+    """The model's replies never validated; ``errors`` holds the reason for each attempt, ``seeds``
+    the seed each attempt was sent with (None where unseeded)."""
+
+    def __init__(self, what: str, errors: list[str], replies: list[str], seeds: list[int | None] | None = None):
+        self.errors, self.replies, self.seeds = errors, replies, seeds or [None] * len(errors)
         shown = "; ".join(f"attempt {i + 1}: {e}" for i, e in enumerate(errors))
         super().__init__(f"{what}: no valid reply after {len(errors)} attempt(s): {shown}")
 
@@ -77,6 +96,7 @@ class ChatReply:
     finish_reason: str | None
     prompt_tokens: int
     completion_tokens: int
+    seed: int | None = None  # the seed sent with the request (None: none sent)
 
 
 @dataclass
@@ -97,6 +117,22 @@ class LLMClient:
         if self.backend not in {"openai", "litellm"}:
             raise ValueError(f"backend must be 'openai' or 'litellm', not {self.backend!r}")
         self._client = None
+        self._litellm_seed: bool | None = None
+
+    def _sends_seed(self) -> bool:
+        """Whether a ``seed`` goes to the endpoint: always for OpenAI-compatible servers; through litellm
+        only for providers that list it (others would reject the call)."""
+        if self.backend == "openai":
+            return True
+        if self._litellm_seed is None:
+            import litellm
+
+            try:
+                supported = litellm.get_supported_openai_params(model=self.model) or []
+            except Exception:  # an unknown provider: send nothing litellm might reject
+                supported = []
+            self._litellm_seed = "seed" in supported
+        return self._litellm_seed
 
     @property
     def client(self):
@@ -120,20 +156,24 @@ class LLMClient:
         return LLMError(f"LLM endpoint {self.api_base or self.backend} ({self.model}) failed: "
                         f"{type(e).__name__}: {e}")
 
-    def chat(self, messages: list[dict], *, json_schema: dict | None = None, **kw) -> str:
+    def chat(self, messages: list[dict], *, json_schema: dict | None = None, seed: int | None = None, **kw) -> str:
         """One chat completion's text; ``json_schema`` asks the server to constrain the reply (where supported)."""
-        return self.chat_message(messages, json_schema=json_schema, **kw).content
+        return self.chat_message(messages, json_schema=json_schema, seed=seed, **kw).content
 
     def chat_message(self, messages: list[dict], *, tools: list[dict] | None = None, tool_choice: Any = None,
-                     json_schema: dict | None = None, **kw) -> ChatReply:
+                     json_schema: dict | None = None, seed: int | None = None, **kw) -> ChatReply:
         """One chat completion with the whole assistant message: text, tool calls, finish reason, usage.
 
         For agents: ``tools`` is an OpenAI tools list; ``tool_choice`` is passed through when given
         ("auto", "required", or ``{"type": "function", "function": {"name": ...}}`` to force one tool).
+        ``seed`` is sent as the request's ``seed`` where the endpoint takes one (module docstring).
         Usage is counted as :meth:`chat` counts it; failures raise :class:`LLMError` naming the endpoint.
         """
         args = {"model": self.model, "messages": messages, "temperature": kw.pop("temperature", self.temperature),
                 "max_tokens": kw.pop("max_tokens", self.max_tokens), **kw}
+        sent = seed if seed is not None and self._sends_seed() else None
+        if sent is not None:
+            args["seed"] = sent
         if tools is not None:
             args["tools"] = tools
         if tool_choice is not None:
@@ -156,18 +196,24 @@ class LLMClient:
         usage = resp.usage
         return ChatReply(content=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason,
                          prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                         completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
+                         completion_tokens=getattr(usage, "completion_tokens", 0) or 0, seed=sent)
 
     def chat_json(self, messages: list[dict], validate: Callable[[Any], T], *, what: str = "reply",
-                  retries: int = 2, json_schema: dict | None = None) -> T:
-        """Ask, parse JSON, validate; feed each error back; raise :class:`LLMReplyError` when out of tries."""
+                  retries: int = 2, json_schema: dict | None = None, seed: int | None = None) -> T:
+        """Ask, parse JSON, validate; feed each error back; raise :class:`LLMReplyError` when out of tries.
+
+        With ``seed``, attempt 0 is sent with ``seed`` and retry k with ``call_seed(seed, "retry", k)``.
+        """
         history = list(messages)
         errors: list[str] = []
         replies: list[str] = []
+        seeds: list[int | None] = []
         for attempt in range(retries + 1):
             # Retries sample a little hotter: at temperature 0 a model tends to repeat its mistake.
             temp = self.temperature if attempt == 0 else max(self.temperature, 0.7)
-            text = self.chat(history, json_schema=json_schema, temperature=temp)
+            s = None if seed is None else seed if attempt == 0 else call_seed(seed, "retry", attempt)
+            seeds.append(s)
+            text = self.chat(history, json_schema=json_schema, temperature=temp, seed=s)
             replies.append(text)
             try:
                 return validate(parse_json(text))
@@ -178,7 +224,7 @@ class LLMClient:
                 history += [{"role": "assistant", "content": text},
                             {"role": "user", "content": f"That reply is invalid: {e}. Reply again with JSON only, "
                                                         "fixing exactly this problem."}]
-        raise LLMReplyError(what, errors, replies)
+        raise LLMReplyError(what, errors, replies, seeds)
 
     def choice_logprobs(self, question: str, options: list[str]) -> np.ndarray:
         """log p(option | question) for a lettered multiple choice, from the next-token distribution.

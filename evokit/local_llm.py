@@ -11,6 +11,7 @@ validation, retries and accounting work, never that the model is smart.
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import subprocess
 import sys
@@ -36,6 +37,17 @@ def smollm2_gguf() -> Path:
     return path
 
 
+def default_threads() -> int:
+    """Half the CPUs this process may use, at least 1: one thread on a 2-core machine.
+
+    llama.cpp's worker threads spin while they wait for each other, so more threads than free
+    cores makes generation *slower*, not faster; on a small machine shared with sandboxes and
+    other jobs, leaving a core free keeps the server's threads from being preempted mid-step.
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cpus // 2)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -43,14 +55,22 @@ def _free_port() -> int:
 
 
 class LocalServer:
-    """``with LocalServer() as srv:`` → ``srv.api_base`` is a live OpenAI-compatible endpoint."""
+    """``with LocalServer() as srv:`` → ``srv.api_base`` is a live OpenAI-compatible endpoint.
 
-    def __init__(self, model: str | Path | None = None, *, n_ctx: int = 4096, port: int | None = None,
-                 log: str | Path | None = None, ready_timeout: float = 120.0):
+    ``n_threads``: llama.cpp threads for generation and prompt processing (``--n_threads`` and
+    ``--n_threads_batch``); default :func:`default_threads` (1 on a 2-core machine). Raise it on a
+    machine with idle cores.
+    """
+
+    def __init__(self, model: str | Path | None = None, *, n_ctx: int = 4096, n_threads: int | None = None,
+                 port: int | None = None, log: str | Path | None = None, ready_timeout: float = 120.0):
         if importlib.util.find_spec("llama_cpp") is None:
             raise LocalModelUnavailable("install llama.cpp's server: pip install 'llama-cpp-python[server]'")
+        if n_threads is not None and n_threads < 1:
+            raise ValueError(f"n_threads must be at least 1, not {n_threads}")
         self.model = Path(model) if model else smollm2_gguf()
         self.port = port or _free_port()
+        self.n_threads = n_threads or default_threads()
         self.n_ctx, self.ready_timeout = n_ctx, ready_timeout
         self.log = Path(log) if log else None
         self.proc: subprocess.Popen | None = None
@@ -63,12 +83,15 @@ class LocalServer:
     def model_name(self) -> str:
         return str(self.model)
 
+    def command(self) -> list[str]:
+        """The server's command line."""
+        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
+                "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
+                "--n_threads_batch", str(self.n_threads), "--verbose", "false"]
+
     def start(self) -> LocalServer:
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
-             "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", "2", "--verbose", "false"],
-            stdout=out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + self.ready_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -69,7 +69,13 @@ class Step:
 
     @staticmethod
     def from_dict(d: dict) -> Step:
-        return Step(d["scenario"], d["skill"], tuple(sorted((d.get("params") or {}).items())), d.get("input"))
+        """A step from its record; PlanError names a missing or malformed field."""
+        if not isinstance(d, dict) or not isinstance(d.get("scenario"), str) or not isinstance(d.get("skill"), str):
+            raise PlanError(f"step record {d!r}: needs string fields 'scenario' and 'skill'")
+        params = d.get("params") or {}
+        if not isinstance(params, dict) or not all(isinstance(k, str) for k in params):
+            raise PlanError(f"step record {d!r}: 'params' must be an object with string keys")
+        return Step(d["scenario"], d["skill"], tuple(sorted(params.items())), d.get("input"))
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,12 @@ class Plan:
             raise PlanError("a plan needs at least one step")
         for i, st in enumerate(self.steps, 1):
             where = f"step {i} ({st.scenario} × {st.skill})"
+            if not isinstance(st.scenario, str) or not isinstance(st.skill, str):
+                raise PlanError(f"{where}: scenario and skill must be names (strings)")
+            if st.input is not None and (isinstance(st.input, bool) or not isinstance(st.input, int)):
+                raise PlanError(f"{where}: input={st.input!r} must be the number of an earlier step (1..{i - 1})")
+            if not all(isinstance(kv, tuple) and len(kv) == 2 and isinstance(kv[0], str) for kv in st.params):
+                raise PlanError(f"{where}: params must be (name, value) pairs, got {st.params!r}")
             try:
                 scenario(st.scenario)
                 skill(st.skill)
@@ -130,47 +142,117 @@ def _rng(seed: int, *parts) -> random.Random:
     return random.Random(":".join(map(str, ("evokit", seed, *parts))))
 
 
-def compose(plan: Plan, seed: int) -> RenderedTask:
-    """Render every step and assemble instruction, image, tests and solution (in memory)."""
+class RenderCache:
+    """Memo of step rendering, for rendering many plans that share steps (the proposer's candidates).
+
+    A step's data depend only on (data seed, data id, scenario) and its rendered spec only on those,
+    its skill, position, fixed parameters and input dataset, so plans that keep most of a parent's
+    steps re-render only the new ones. Entries are shared, never copied: renderers treat datasets
+    and specs as read-only. Use one cache per batch of related plans (it is not bounded).
+    """
+
+    def __init__(self):
+        self.datasets: dict[tuple, Dataset] = {}
+        self.steps: dict[tuple, tuple[Dataset, StepSpec, dict]] = {}
+
+
+def _fixed(params: dict) -> dict:
+    """The parameters a plan fixed that a renderer reads (not the data keys)."""
+    return {k: v for k, v in params.items() if k not in ("data", "data_seed")}
+
+
+def _render_error(where: str, given: dict, ctx: StepContext, e: Exception) -> PlanError:
+    """Name the parameter a failed render is most likely due to (one fixed outside its options)."""
+    cause = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    off = {k: v for k, v in ctx.off_options.items() if k in given}
+    if off:
+        k, options = next(iter(off.items()))
+        shown = ", ".join(map(repr, options[:8])) + (", …" if len(options) > 8 else "")
+        return PlanError(f"{where}: param {k}={given[k]!r} does not fit this step's data (expected one of "
+                         f"{shown}; or leave it out and the renderer chooses): {cause}")
+    fixed = _fixed(given)
+    if fixed:
+        return PlanError(f"{where}: cannot render with params {fixed} (leave them out and the renderer "
+                         f"chooses): {cause}")
+    return PlanError(f"{where}: cannot render: {cause}")
+
+
+def _render_step(i: int, st: Step, seed: int, input_dataset: Dataset | None,
+                 cache: RenderCache | None) -> tuple[Dataset, StepSpec, dict]:
+    """(the data it reads, spec, filled params) of step ``i`` (1-based); PlanError names step and param."""
+    where = f"step {i} ({st.scenario} × {st.skill})"
+    params = dict(st.params)
+    # Data are keyed by a per-step "data" id (default: the step's position), recorded in the plan,
+    # so that an evolution edit that inserts steps keeps every old step's data. "data_seed" pins the
+    # seed of this step's data: a merged task (evokit.evolve.baselines) keeps the data each part had
+    # under its own render seed.
+    key = params.setdefault("data", i) if input_dataset is None else params.get("data", i)
+    data_seed = params.get("data_seed", seed)
+    step_key = None
+    if cache is not None:
+        try:
+            step_key = (i, st.scenario, st.skill, repr(sorted(params.items())), seed, id(input_dataset))
+            hit = cache.steps.get(step_key)
+        except TypeError:  # parameters that cannot be ordered or printed: render without the cache
+            step_key = hit = None
+        if hit is not None and (input_dataset is None or hit[0] is input_dataset):
+            return hit[0], hit[1], dict(hit[2])
+    if input_dataset is None:
+        data_key = (repr(data_seed), repr(key), st.scenario)
+        dataset = cache.datasets.get(data_key) if cache is not None else None
+        if dataset is None:
+            try:
+                dataset = scenario(st.scenario).make(_rng(data_seed, "data", key, st.scenario))
+            except Exception as e:
+                raise PlanError(f"{where}: cannot make its data with data={key!r}, data_seed={data_seed!r}: "
+                                f"{type(e).__name__}: {e}") from e
+            if cache is not None:
+                cache.datasets[data_key] = dataset
+        data_dir = f"/app/step{i}"
+    else:
+        dataset, data_dir = input_dataset, OUT_DIR
+    ctx = StepContext(rng=_rng(data_seed, "step", key, st.scenario, st.skill), index=i, data_dir=data_dir,
+                      dataset=dataset, params=params)
+    given = dict(params)
+    try:
+        spec = skill(st.skill).render(ctx)
+    except Exception as e:  # any failure of a renderer on these parameters (StopIteration, TypeError, …)
+        raise _render_error(where, given, ctx, e) from e
+    if step_key is not None:
+        cache.steps[step_key] = (dataset, spec, dict(ctx.params))
+    return dataset, spec, ctx.params
+
+
+def compose(plan: Plan, seed: int, *, cache: RenderCache | None = None) -> RenderedTask:
+    """Render every step and assemble instruction, image, tests and solution (in memory).
+
+    Every failure is a :class:`PlanError` naming the step (and the parameter, where one is to
+    blame). ``cache`` shares step renders between calls (same result, less work).
+    """
     plan.validate()
     specs: list[StepSpec] = []
     filled: list[Step] = []
     env_files: dict[str, bytes] = {}
     setup: list[str] = []
     for i, st in enumerate(plan.steps, 1):
-        where = f"step {i} ({st.scenario} × {st.skill})"
-        params = dict(st.params)
-        if st.input is None:
-            # Data are keyed by a per-step "data" id (default: the step's position), recorded in
-            # the plan, so that an evolution edit that inserts steps keeps every old step's data.
-            key = params.setdefault("data", i)
-            # "data_seed" pins the seed of this step's data: a merged task (evokit.evolve.baselines)
-            # keeps the data each part had under its own render seed.
-            dataset: Dataset = scenario(st.scenario).make(_rng(params.get("data_seed", seed), "data", key,
-                                                               st.scenario))
-            data_dir = f"/app/step{i}"
-            for name, data in dataset.files.items():
-                env_files[f"data/step{i}/{name}"] = data
-            setup += [cmd.replace("{dir}", data_dir) for cmd in dataset.setup]
-        else:
-            dataset = specs[st.input - 1].output_dataset
-            if dataset is None:
+        input_dataset = None
+        if st.input is not None:
+            input_dataset = specs[st.input - 1].output_dataset
+            where = f"step {i} ({st.scenario} × {st.skill})"
+            if input_dataset is None:
                 raise PlanError(f"{where}: step {st.input} ({plan.steps[st.input - 1].skill}) makes no file "
                                 "a later step can read")
-            if dataset.scenario != st.scenario:
-                raise PlanError(f"{where}: step {st.input}'s output is a {dataset.scenario} file, "
+            if input_dataset.scenario != st.scenario:
+                raise PlanError(f"{where}: step {st.input}'s output is a {input_dataset.scenario} file, "
                                 f"not {st.scenario}")
-            data_dir = OUT_DIR
-        ctx = StepContext(rng=_rng(params.get("data_seed", seed), "step", params.get("data", i), st.scenario,
-                               st.skill), index=i,
-                          data_dir=data_dir, dataset=dataset, params=params)
-        try:
-            spec = skill(st.skill).render(ctx)
-        except (KeyError, IndexError, ValueError) as e:
-            raise PlanError(f"{where}: cannot render with params {ctx.params}: {e}") from e
+        dataset, spec, params = _render_step(i, st, seed, input_dataset, cache)
+        if input_dataset is None:
+            for name, data in dataset.files.items():
+                env_files[f"data/step{i}/{name}"] = data
+            setup += [cmd.replace("{dir}", f"/app/step{i}") for cmd in dataset.setup]
         specs.append(spec)
         setup += list(spec.setup)
-        filled.append(st.with_params(ctx.params))
+        filled.append(st.with_params(params))
     done = Plan(tuple(filled), plan.goal)
     pick = _rng(seed, "wording")
     steps_md = "\n".join(f"{i}. {pick.choice(s.instructions)}" for i, s in enumerate(specs, 1))

@@ -145,3 +145,67 @@ def test_resume_refuses_other_parameters(seed_dirs, tmp_path):
     evolve(seed_dirs[:1], tmp_path / "s", EvolveConfig(generations=1), progress=False)
     with pytest.raises(StoreError, match="effort"):
         evolve(seed_dirs[:1], tmp_path / "s", EvolveConfig(generations=1, effort="low"), progress=False)
+
+
+# ------------------------------------------------------------------ pinned outputs for fixed seeds
+# Recorded before the proposer was made faster (score before render, a shared RenderCache, memoised
+# catalog lookups): the speed-ups must leave every choice, and so every stored byte, unchanged.
+PINNED_PROPOSALS = "725fb99df323aa949cb3a5ec787a4de75a2b4353db3832c14cb12e778946d369"
+PINNED_STORES = {
+    "high": (EvolveConfig(generations=3), 3, [
+        ("L000-seed-0000", 1, "c4c2898e74cf1c6214312797e4869e9d4ab8227489431f40c664c1de4a141875"),
+        ("L000-seed-0000", 2, "9af8a42e315b9d19506ba78a812abc15a4eb2f7227598b47bf6b98173dc7d280"),
+        ("L000-seed-0000", 3, "21ddc695b5414e09987d703fe103f6800b6a4248f426beda0192166278516e7e"),
+        ("L001-seed-0001", 1, "d57b604343a716edb6ca3d10e7473e53a737ddefa966b2e0a2fb3c530403197e"),
+        ("L001-seed-0001", 2, "4f5ba77cfea7dfded0801f31404b1095088a24c9cadbda6f10ebb3042a5f5ccc"),
+        ("L001-seed-0001", 3, "45709cd88595d8b390e1f236587d4d5c4450c4474f1de259bd23fc9912ae609d"),
+        ("L002-seed-0002", 1, "872459a528f49d51d3653e3384ed9facfc8fbf243a63556dec29f4af706d5121"),
+        ("L002-seed-0002", 2, "6cadec7ab4fc39569073834fa20e7fed7dd1ab24fbb4d5a84fcd8253e5722f2a"),
+        ("L002-seed-0002", 3, "c422797fcaa06c6a9bbec0133a361f9403a55866d5558eb5de89347dd0589453"),
+    ]),
+    "low": (EvolveConfig(generations=2, effort="low"), 2, [
+        ("L000-seed-0000", 1, "8b14481dcc37ba83717f79a4ddad80bfd63db3bb36a3d6e3e4fac232eed67533"),
+        ("L000-seed-0000", 2, "3ec8109978017529bbf33c12aaf0cb4cdd2c540020fa34da55811207cf96c85a"),
+        ("L001-seed-0001", 1, "7006702cb2f3509ccf4db188a12eeff03610bc72ec8f4297ebcc777b1d3b1d07"),
+        ("L001-seed-0001", 2, "4a699e3277c58affb86fecc0e9e5f0d434a9328db35cd824ea69557814c71306"),
+    ]),
+    "max": (EvolveConfig(generations=2, effort="max"), 2, [
+        ("L000-seed-0000", 1, "b0648dac19e4bd3284f00dec50c82942b53fd41c67e5fe8a00425831ae9368b5"),
+        ("L000-seed-0000", 2, "11809564590790f1bdb29d07d3ea72776860fea0b4e62dac1508bf75ed7ef2ee"),
+        ("L001-seed-0001", 1, "d57b604343a716edb6ca3d10e7473e53a737ddefa966b2e0a2fb3c530403197e"),
+        ("L001-seed-0001", 2, "35cd05cca9c51a8f6b4707d7b24123d71f560d8afd6d8a954c0d4dbf2027d96b"),
+    ]),
+}
+
+
+def test_procedural_proposer_choices_are_pinned():
+    """For fixed seed plans and rngs, the edit chosen for every direction × effort is the recorded one
+    (sha256 over the chosen plans and changed positions). Pure Python: no sandbox."""
+    import hashlib
+    import json
+    import random
+
+    from evokit.evolve.edits import DIRECTIONS, EFFORTS
+    from evokit.seeds import sample_plan, seed_specs
+
+    prop = ProceduralProposer(REF)
+    chosen = []
+    for spec in seed_specs(4, 7):
+        rng = random.Random(f"golden:{spec.index}")
+        render_seed = rng.randrange(2**31)
+        plan = sample_plan(spec, rng, render_seed)
+        for d in DIRECTIONS:
+            for e in EFFORTS:
+                edit = prop.propose(plan, d, e, seed=render_seed, rng=random.Random(f"golden:{spec.index}:{d}:{e}"))
+                chosen.append(None if edit is None else [edit.plan.to_json(), list(edit.changed)])
+    assert hashlib.sha256(json.dumps(chosen).encode()).hexdigest() == PINNED_PROPOSALS
+
+
+@pytest.mark.parametrize("name", sorted(PINNED_STORES))
+def test_fixed_seed_gives_the_pinned_store(seed_dirs, tmp_path, name):
+    """Seeds make_seeds(4, 0) evolved with a fixed config store exactly the recorded environments
+    (content hashes per lineage and generation)."""
+    cfg, n, expected = PINNED_STORES[name]
+    store = evolve(seed_dirs[:n], tmp_path / name, cfg, progress=False)
+    got = sorted((e.lineage, e.generation, e.content_hash) for e in store.envs() if e.generation)
+    assert got == sorted(expected)

@@ -8,13 +8,14 @@ the model's judgement.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from evokit.extract import extract, plan_of, validate_reply
+from evokit.extract import MAX_STEPS, _schema, extract, plan_of, validate_reply
 from evokit.llm import LLMClient, LLMError, LLMReplyError, parse_json
-from evokit.local_llm import LocalServer
+from evokit.local_llm import LocalServer, default_threads
 from evokit.plan import Plan, PlanError, Step, render
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,6 +81,54 @@ def test_validation_names_the_step(reply, message):
     """Each invalid reply is rejected with a reason naming the step (this text goes back to the model)."""
     with pytest.raises(ValueError, match=message):
         validate_reply(reply)
+
+
+def test_long_plans_are_rejected_not_truncated():
+    """A reply longer than max_steps is sent back with its length (never silently cut); the bound is a
+    parameter, and the grammar for constrained decoding follows it."""
+    step = {"pair": "access-log/topk-count", "other_scenario": "none", "other_skill": "none", "reads_previous": False}
+    with pytest.raises(ValueError, match=rf"the plan has {MAX_STEPS + 1} steps; at most {MAX_STEPS} steps"):
+        validate_reply({"steps": [step] * (MAX_STEPS + 1)})
+    assert len(validate_reply({"steps": [step] * (MAX_STEPS + 1)}, max_steps=MAX_STEPS + 1)) == MAX_STEPS + 1
+    assert len(validate_reply({"steps": [step] * MAX_STEPS})) == MAX_STEPS
+    assert _schema(["access-log/topk-count"], 11)["properties"]["steps"]["maxItems"] == 11
+
+
+def test_too_long_extraction_goes_back_to_the_model(tmp_path):
+    """extract() feeds the length error back; the shorter retry is accepted (scripted replies)."""
+    step = {"pair": "other", "other_scenario": "a report", "other_skill": "write it", "reads_previous": False}
+    client = LLMClient(model="scripted", api_base="http://127.0.0.1:9/v1")
+    replies, sent = [{"steps": [step] * 4}, {"steps": [step] * 2}], []
+
+    def chat(messages, **kw):
+        sent.append(messages)
+        return json.dumps(replies.pop(0))
+
+    client.chat = chat
+    plan = extract(ROOT / "examples" / "tasks" / "sqlite-report", client, max_steps=3)
+    assert len(plan) == 2
+    assert "the plan has 4 steps; at most 3 steps" in sent[1][-1]["content"]
+    assert "(1 to 3)" in sent[0][1]["content"]  # the prompt states the bound
+
+
+def test_local_server_threads():
+    """n_threads reaches llama.cpp's server (generation and batch); the default leaves a core free."""
+    srv = LocalServer(n_threads=3)
+    cmd = srv.command()
+    assert cmd[cmd.index("--n_threads") + 1] == "3" and cmd[cmd.index("--n_threads_batch") + 1] == "3"
+    assert LocalServer().n_threads == default_threads() >= 1
+    with pytest.raises(ValueError, match="n_threads"):
+        LocalServer(n_threads=0)
+
+
+def test_same_seed_same_reply(server):
+    """llama.cpp honours the request's seed: the same question sampled hot with one seed gives one
+    answer (a resumed run asks again with the same seed)."""
+    client = LLMClient(model=server.model_name, api_base=server.api_base, max_tokens=24, temperature=1.0,
+                       timeout=600)
+    ask = [{"role": "user", "content": "Name three unusual Unix commands."}]
+    assert client.chat(ask, seed=11) == client.chat(ask, seed=11)
+    assert client.usage.calls == 2
 
 
 def test_parse_json_accepts_fences_and_rejects_prose():

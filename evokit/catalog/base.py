@@ -93,6 +93,9 @@ class StepContext:
     data_dir: str  # absolute dir of this step's input files in the image
     dataset: Dataset  # the input: own scenario data, or an earlier step's output
     params: dict  # fixed parameters from the plan; renderers fill the rest from rng
+    #: parameters the plan fixed to a value outside the renderer's options (key → options), for
+    #: error messages: such a value is used as given, and if rendering then fails, compose names it.
+    off_options: dict = field(default_factory=dict)
 
     @property
     def path(self) -> str:
@@ -106,7 +109,16 @@ class StepContext:
         """A parameter: the plan's value if given, else a seeded choice (recorded in params)."""
         if key not in self.params:
             self.params[key] = options[self.rng.randrange(len(options))]
+        elif not _among(self.params[key], options):
+            self.off_options[key] = options
         return self.params[key]
+
+
+def _among(value, options: list) -> bool:
+    try:
+        return any(type(value) is type(o) and value == o for o in options)
+    except Exception:  # a value whose comparison itself fails is not among the options
+        return False
 
 
 @dataclass

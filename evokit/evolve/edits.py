@@ -9,7 +9,13 @@ contiguous span (the paper's default), ``max`` anything.
 The procedural proposer draws candidates that obey direction and effort and prefers rarer
 ones under p_T (the point of the method: rarer situations and techniques are what make a task
 harder independently of any model): each candidate is weighted by the D_T it adds. Every
-candidate is checked by rendering it in memory, so dependency breaks never reach the reviewer.
+candidate that would make the task harder is checked by rendering it in memory, so dependency
+breaks never reach the reviewer.
+
+Cost: a proposal draws up to ``4 × candidates`` plans. They are scored by D_T first (cheap) and
+only the ones that pass are rendered, through a :class:`~evokit.plan.RenderCache` shared by the
+whole proposal, so the parent's steps (and their data) are generated once, not once per
+candidate. Neither changes which edit a seed chooses (``tests/test_evolve.py`` pins it).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from dataclasses import dataclass
 
 from evokit.catalog import compatible, scenarios_for, skills_for
 from evokit.difficulty import Reference, score
-from evokit.plan import Plan, PlanError, Step, compose
+from evokit.plan import Plan, PlanError, RenderCache, Step, compose
 
 DIRECTIONS = ("length", "scenario", "skill")
 EFFORTS = ("low", "high", "max")
@@ -59,9 +65,9 @@ def replace_steps(plan: Plan, repl: dict[int, Step]) -> Plan:
     return Plan(tuple(repl.get(i, s) for i, s in enumerate(plan.steps)), plan.goal)
 
 
-def renders(plan: Plan, seed: int) -> bool:
+def renders(plan: Plan, seed: int, cache: RenderCache | None = None) -> bool:
     try:
-        compose(plan, seed)
+        compose(plan, seed, cache=cache)
         return True
     except PlanError:
         return False
@@ -72,6 +78,26 @@ class ProceduralProposer:
 
     def __init__(self, ref: Reference, *, candidates: int = 24, rarity_power: float = 2.0):
         self.ref, self.candidates, self.rarity_power = ref, candidates, rarity_power
+        # Catalog lookups, memoised (the catalog does not change during a run): skills_for and
+        # scenarios_for sort the whole registry on every call.
+        self._skills: dict[str, list[str]] = {}
+        self._scenarios: dict[str, list[str]] = {}
+        self._pairs: list[tuple[str, str]] | None = None
+
+    def _skills_for(self, scenario: str) -> list[str]:
+        if scenario not in self._skills:
+            self._skills[scenario] = skills_for(scenario)
+        return self._skills[scenario]
+
+    def _scenarios_for(self, skill: str) -> list[str]:
+        if skill not in self._scenarios:
+            self._scenarios[skill] = [s for s in scenarios_for(skill) if compatible(s, skill)]
+        return self._scenarios[skill]
+
+    def _all_pairs(self) -> list[tuple[str, str]]:
+        if self._pairs is None:
+            self._pairs = [(s, k) for s in self.ref.scenarios for k in self._skills_for(s)]
+        return self._pairs
 
     # -- per-step costs under p_T
     def _d(self, scenario: str, skill: str) -> float:
@@ -82,15 +108,18 @@ class ProceduralProposer:
         weights = [max(cost(o), 1e-6) ** self.rarity_power for o in options]
         return rng.choices(options, weights)[0]
 
-    def _new_step(self, rng: random.Random, plan: Plan, prev: int | None, seed: int, key: int) -> Step | None:
+    def _new_step(self, rng: random.Random, plan: Plan, prev: int | None, seed: int, key: int,
+                  cache: RenderCache | None = None) -> Step | None:
         """A step to insert; consumes step ``prev``'s output when that output can be read."""
         if prev is not None and rng.random() < 0.6:
-            out = compose(Plan(plan.steps[: prev + 1], plan.goal), seed).specs[-1].output_dataset
+            try:
+                out = compose(Plan(plan.steps[: prev + 1], plan.goal), seed, cache=cache).specs[-1].output_dataset
+            except PlanError:  # an earlier insert of this candidate does not render: drop the candidate
+                return None
             if out is not None:
-                sk = self._pick(rng, skills_for(out.scenario), lambda k: self._d(out.scenario, k))
+                sk = self._pick(rng, self._skills_for(out.scenario), lambda k: self._d(out.scenario, k))
                 return Step(out.scenario, sk, (), prev + 1)
-        pairs = [(s, k) for s in self.ref.scenarios for k in skills_for(s)]
-        s, k = self._pick(rng, pairs, lambda p: self._d(*p))
+        s, k = self._pick(rng, self._all_pairs(), lambda p: self._d(*p))
         return Step(s, k, (("data", key),))
 
     def propose(self, plan: Plan, direction: str, effort: str, *, seed: int, rng: random.Random,
@@ -99,16 +128,18 @@ class ProceduralProposer:
         if direction not in DIRECTIONS or effort not in EFFORTS:
             raise ValueError(f"direction must be one of {DIRECTIONS} and effort one of {EFFORTS}")
         before = score(plan, self.ref)
+        cache = RenderCache()  # the candidates share the parent's steps: render those once
         found: list[tuple[Edit, float]] = []
         for _ in range(self.candidates * 4):
-            edit = getattr(self, f"_{direction}")(plan, effort, seed, rng)
-            if edit is None or edit.plan.to_json() in exclude or not renders(edit.plan, seed):
+            edit = getattr(self, f"_{direction}")(plan, effort, seed, rng, cache)
+            if edit is None or edit.plan.to_json() in exclude:
                 continue
             after = score(edit.plan, self.ref)
             # The edit must make the task harder *along its own direction* (EE: each direction
-            # targets one source of difficulty) and harder overall.
+            # targets one source of difficulty) and harder overall. Checked before rendering (the
+            # expensive part): the same candidates pass as with the checks the other way round.
             gain = getattr(after, TERM[direction]) - getattr(before, TERM[direction])
-            if gain > 0 and after.total > before.total:
+            if gain > 0 and after.total > before.total and renders(edit.plan, seed, cache):
                 found.append((edit, gain))
             if len(found) >= self.candidates:
                 break
@@ -127,7 +158,8 @@ class ProceduralProposer:
             return list(range(start, start + size))
         return sorted(rng.sample(range(n), size))
 
-    def _length(self, plan: Plan, effort: str, seed: int, rng: random.Random) -> Edit | None:
+    def _length(self, plan: Plan, effort: str, seed: int, rng: random.Random,
+                cache: RenderCache | None = None) -> Edit | None:
         if len(plan) >= MAX_PLAN:
             return None
         n_new = 1 if effort == "low" else rng.randint(1, min(MAX_SPAN, MAX_PLAN - len(plan)))
@@ -135,7 +167,7 @@ class ProceduralProposer:
             cur, changed = plan, []
             for j in range(n_new):
                 pos = rng.randrange(len(cur) + 1)
-                st = self._new_step(rng, cur, pos - 1 if pos else None, seed, _fresh_key(plan, j))
+                st = self._new_step(rng, cur, pos - 1 if pos else None, seed, _fresh_key(plan, j), cache)
                 if st is None:
                     return None
                 cur = insert_steps(cur, pos, [st])
@@ -144,18 +176,19 @@ class ProceduralProposer:
         pos = rng.randrange(len(plan) + 1)
         new, cur = [], plan
         for j in range(n_new):  # a contiguous chain: each inserted step may read the one before
-            st = self._new_step(rng, cur, pos + j - 1 if pos + j else None, seed, _fresh_key(plan, j))
+            st = self._new_step(rng, cur, pos + j - 1 if pos + j else None, seed, _fresh_key(plan, j), cache)
             if st is None:
                 return None
             cur = insert_steps(cur, pos + j, [st])
             new.append(st)
         return Edit(cur, "length", effort, tuple(range(pos, pos + n_new)))
 
-    def _scenario(self, plan: Plan, effort: str, seed: int, rng: random.Random) -> Edit | None:
+    def _scenario(self, plan: Plan, effort: str, seed: int, rng: random.Random,
+                  cache: RenderCache | None = None) -> Edit | None:
         repl = {}
         for j, i in enumerate(self._span(len(plan), effort, rng)):
             st = plan.steps[i]
-            options = [s for s in scenarios_for(st.skill) if s != st.scenario and compatible(s, st.skill)]
+            options = [s for s in self._scenarios_for(st.skill) if s != st.scenario]
             if not options:
                 return None
             s2 = self._pick(rng, options, lambda s, k=st.skill: self._d(s, k))
@@ -163,11 +196,12 @@ class ProceduralProposer:
             repl[i] = Step(s2, st.skill, (("data", _fresh_key(plan, j)),))
         return Edit(replace_steps(plan, repl), "scenario", effort, tuple(sorted(repl)))
 
-    def _skill(self, plan: Plan, effort: str, seed: int, rng: random.Random) -> Edit | None:
+    def _skill(self, plan: Plan, effort: str, seed: int, rng: random.Random,
+               cache: RenderCache | None = None) -> Edit | None:
         repl = {}
         for i in self._span(len(plan), effort, rng):
             st = plan.steps[i]
-            options = [k for k in skills_for(st.scenario) if k != st.skill]
+            options = [k for k in self._skills_for(st.scenario) if k != st.skill]
             if not options:
                 return None
             k2 = self._pick(rng, options, lambda k, s=st.scenario: self._d(s, k))

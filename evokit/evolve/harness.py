@@ -13,7 +13,12 @@ For each lineage and generation g (papers.md, "the evolution harness"):
    three fail, the lineage branch ends.
 
 Every random choice is keyed by (seed, lineage, generation), so a run resumed after a crash
-makes the same choices as an uninterrupted one (see :mod:`evokit.lineage`).
+makes the same choices as an uninterrupted one (see :mod:`evokit.lineage`). LLM roles get a seed
+for each call the same way: ``llm_seed = call_seed(run seed, lineage, generation, direction)`` is
+recorded with the direction's reject or env record, and round r of the proposer and reviewer and
+attempt a of the modifier are sent ``role_seed(llm_seed, role, r)`` (retries inside one
+conversation: :meth:`evokit.llm.LLMClient.chat_json`). A resumed run thus asks the same questions
+with the same seeds; whether it gets the same answers depends on the endpoint (:mod:`evokit.llm`).
 
 The roles are pluggable (:class:`Backend`): the procedural backend (offline, deterministic, built
 on the catalog) or the LLM backend (:mod:`evokit.evolve.llm_roles`).
@@ -35,6 +40,7 @@ from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
 from evokit.evolve.metrics import mutation
 from evokit.evolve.review import PlanReviewer
 from evokit.lineage import EnvRecord, LineageStore
+from evokit.llm import call_seed
 from evokit.plan import Plan, render
 from evokit.tasks import Lineage, read_metadata
 from evokit.verify import Verdict, VerifyConfig, verify_task
@@ -66,19 +72,21 @@ class EvolveConfig:
         return d
 
 
+# ``seed`` is the task's render seed; ``call_seed`` the seed for the role's LLM calls (ignored by
+# the procedural roles).
 class Proposer(Protocol):
     def propose(self, plan: Plan, direction: str, effort: str, *, seed: int, rng: random.Random,
-                exclude: set[str], feedback: list[str], task_dir: Path) -> Edit | None: ...
+                exclude: set[str], feedback: list[str], task_dir: Path, call_seed: int | None = None) -> Edit | None: ...
 
 
 class Reviewer(Protocol):
     def review(self, parent: Plan, child: Plan, direction: str, effort: str, *, seed: int,
-               seen: set[str]) -> list[str]: ...
+               seen: set[str], call_seed: int | None = None) -> list[str]: ...
 
 
 class Modifier(Protocol):
     def modify(self, parent_dir: Path, parent: Plan, edit: Edit, dest: Path, *, seed: int, attempt: int,
-               feedback: list[str], lineage: Lineage) -> Path: ...
+               feedback: list[str], lineage: Lineage, call_seed: int | None = None) -> Path: ...
 
 
 @dataclass
@@ -90,13 +98,14 @@ class Backend:
     reviewer: Reviewer
     modifier: Modifier
     usage: Callable[[], dict] = dict  # LLM usage so far (calls, tokens, invalid replies)
+    seeded: bool = False  # its roles send call seeds: records carry the direction's llm_seed
 
 
 class _ProceduralProposerRole:
     def __init__(self, ref: Reference):
         self.inner = ProceduralProposer(ref)
 
-    def propose(self, plan, direction, effort, *, seed, rng, exclude, feedback, task_dir):
+    def propose(self, plan, direction, effort, *, seed, rng, exclude, feedback, task_dir, call_seed=None):
         return self.inner.propose(plan, direction, effort, seed=seed, rng=rng, exclude=exclude)
 
 
@@ -109,7 +118,7 @@ class ProceduralModifier:
     def __init__(self, ref: Reference):
         self.ref = ref
 
-    def modify(self, parent_dir, parent, edit, dest, *, seed, attempt, feedback, lineage):
+    def modify(self, parent_dir, parent, edit, dest, *, seed, attempt, feedback, lineage, call_seed=None):
         plan = edit.plan
         if attempt:
             from evokit.plan import Step
@@ -132,6 +141,11 @@ def procedural_backend(ref: Reference | None = None) -> Backend:
 # ---------------------------------------------------------------------------- one lineage
 def _rng(cfg: EvolveConfig, lineage: str, g: int, *parts) -> random.Random:
     return random.Random(":".join(map(str, ("evokit-evolve", cfg.seed, lineage, g, *parts))))
+
+
+def role_seed(llm_seed: int, role: str, n: int) -> int:
+    """The seed of round (or repair attempt) ``n`` of ``role`` ("propose", "review", "modify")."""
+    return call_seed(llm_seed, role, n)
 
 
 def _plan_and_seed(task_dir: Path) -> tuple[Plan, int]:
@@ -158,13 +172,16 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
     for direction in directions:
         t0 = time.monotonic()
         rng = _rng(cfg, lineage, g, direction)
+        llm_seed = call_seed(cfg.seed, lineage, g, direction)
+        seeded = {"llm_seed": llm_seed} if backend.seeded else {}
         feedback: list[str] = []
         tried: set[str] = set(seen)
         edit = None
-        for _ in range(cfg.review_rounds):
+        for r in range(cfg.review_rounds):
             try:
                 proposal = backend.proposer.propose(plan, direction, cfg.effort, seed=seed, rng=rng, exclude=tried,
-                                                    feedback=feedback, task_dir=parent_dir)
+                                                    feedback=feedback, task_dir=parent_dir,
+                                                    call_seed=role_seed(llm_seed, "propose", r))
             except ValueError as e:  # an LLM reply that never validated: a rejection with its reason
                 feedback.append(f"proposer: {e}")
                 continue
@@ -172,16 +189,18 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
                 feedback.append("proposer: no edit of this kind found")
                 break
             tried.add(proposal.plan.to_json())
-            reasons = backend.reviewer.review(plan, proposal.plan, direction, cfg.effort, seed=seed, seen=seen)
+            reasons = backend.reviewer.review(plan, proposal.plan, direction, cfg.effort, seed=seed, seen=seen,
+                                              call_seed=role_seed(llm_seed, "review", r))
             if not reasons:
                 edit = proposal
                 break
             feedback += reasons
         if edit is None:
             store.append({"kind": "reject", "lineage": lineage, "generation": g, "direction": direction,
-                          "stage": "plan", "reasons": feedback[-6:]})
+                          "stage": "plan", "reasons": feedback[-6:], **seeded})
             continue
-        child = _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0)
+        child = _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0,
+                                  llm_seed)
         if child is not None:
             return child
     store.append({"kind": "end", "lineage": lineage, "generation": g,
@@ -189,8 +208,9 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
     return None
 
 
-def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0):
+def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0, llm_seed):
     feedback: list[str] = []
+    seeded = {"llm_seed": llm_seed} if backend.seeded else {}
     with tempfile.TemporaryDirectory(dir=store.root, prefix=".work-") as work:
         for attempt in range(cfg.repair_budget + 1):
             dest = Path(work) / f"attempt-{attempt}"
@@ -198,7 +218,8 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 folder = backend.modifier.modify(
                     parent_dir, plan, edit, dest, seed=seed, attempt=attempt, feedback=feedback,
                     lineage=Lineage(parent=parent.content_hash, generation=g, direction=edit.direction,
-                                    effort=edit.effort, lineage_id=lineage))
+                                    effort=edit.effort, lineage_id=lineage),
+                    call_seed=role_seed(llm_seed, "modify", attempt))
             except (ValueError, OSError) as e:  # a modifier reply that never validated, a bad file
                 feedback = [f"modifier: {e}"]
                 continue
@@ -213,13 +234,13 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 rec = EnvRecord(lineage, g, 1, name, h, parent.content_hash, edit.direction, edit.effort, {
                     "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,
                     "mutation": mut, "verdict": _verdict_summary(verdict), "attempts": attempt + 1,
-                    "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage()})
+                    "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage(), **seeded})
                 store.add_env(rec)
                 return rec
             feedback = [f"{c.name}: {c.reason}" for c in verdict.failures]
             shutil.rmtree(dest, ignore_errors=True)
     store.append({"kind": "reject", "lineage": lineage, "generation": g, "direction": edit.direction,
-                  "stage": "verify", "reasons": feedback[-6:]})
+                  "stage": "verify", "reasons": feedback[-6:], **seeded})
     return None
 
 

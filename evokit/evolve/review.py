@@ -64,7 +64,7 @@ class PlanReviewer:
         self.ref = ref
 
     def review(self, parent: Plan, child: Plan, direction: str, effort: str, *, seed: int,
-               seen: set[str] = frozenset()) -> list[str]:
+               seen: set[str] = frozenset(), call_seed: int | None = None) -> list[str]:
         reasons: list[str] = []
         try:
             compose(child, seed)

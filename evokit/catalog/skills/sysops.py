@@ -28,13 +28,22 @@ def _cron_values(spec: str, lo: int, hi: int) -> set[int]:
     return out
 
 
-def cron_fires(r: dict, t: datetime) -> bool:
-    """crontab(5): if both day fields are restricted (neither starts with *), either may match."""
-    dom_ok = t.day in _cron_values(r["dom"], 1, 31)
-    dow_ok = t.isoweekday() % 7 in {d % 7 for d in _cron_values(r["dow"], 0, 7)}
-    day = (dom_ok and dow_ok) if r["dom"].startswith("*") or r["dow"].startswith("*") else (dom_ok or dow_ok)
-    return (day and t.minute in _cron_values(r["minute"], 0, 59) and t.hour in _cron_values(r["hour"], 0, 23)
-            and t.month in _cron_values(r["month"], 1, 12))
+def cron_matcher(r: dict):
+    """``t → bool``: whether job ``r`` fires at minute ``t`` (its fields expanded once, not per minute).
+
+    crontab(5): if both day fields are restricted (neither starts with *), either may match.
+    """
+    minute, hour, month = _cron_values(r["minute"], 0, 59), _cron_values(r["hour"], 0, 23), \
+        _cron_values(r["month"], 1, 12)
+    dom, dow = _cron_values(r["dom"], 1, 31), {d % 7 for d in _cron_values(r["dow"], 0, 7)}
+    either = not (r["dom"].startswith("*") or r["dow"].startswith("*"))
+
+    def fires(t: datetime) -> bool:
+        dom_ok, dow_ok = t.day in dom, t.isoweekday() % 7 in dow
+        day = (dom_ok or dow_ok) if either else (dom_ok and dow_ok)
+        return day and t.minute in minute and t.hour in hour and t.month in month
+
+    return fires
 
 
 def _is_tricky(r: dict) -> bool:
@@ -99,8 +108,9 @@ def cron_match(ctx: StepContext) -> StepSpec:
     mode = ctx.choose("mode", ["at", "day"])
     day = datetime.fromisoformat(ctx.choose("date", _CRON_DATES))
     minutes = [day + timedelta(minutes=i) for i in range(1440)]
+    fires = [cron_matcher(j) for j in jobs]
     if mode == "day":
-        out = [f"{sum(cron_fires(j, t) for t in minutes)}\t{j['command']}" for j in jobs]
+        out = [f"{sum(f(t) for t in minutes)}\t{j['command']}" for j, f in zip(jobs, fires, strict=True)]
         when = day.strftime("%Y-%m-%d")
         return StepSpec(
             instructions=[
@@ -114,14 +124,15 @@ def cron_match(ctx: StepContext) -> StepSpec:
             ],
             solution=_cron_oracle(ctx.path, "day", when, ctx.out),
             expected=lines(out), output=ctx.out)
-    counts = {t: sum(cron_fires(j, t) for j in jobs) for t in minutes}
+    counts = {t: sum(f(t) for f in fires) for t in minutes}
     busy = [t for t in minutes if 2 <= counts[t] < len(jobs)] or [t for t in minutes if counts[t]]
     # Prefer instants where a job fires through a range, list, step or the day-field OR rule.
-    tricky = [t for t in busy if any(cron_fires(j, t) and _is_tricky(j) for j in jobs)]
+    tricky_fires = [f for j, f in zip(jobs, fires, strict=True) if _is_tricky(j)]
+    tricky = [t for t in busy if any(f(t) for f in tricky_fires)]
     busy = tricky or busy
     when = ctx.choose("time", [t.strftime("%Y-%m-%dT%H:%M") for t in busy])
     t = datetime.fromisoformat(when)
-    out = [j["command"] for j in jobs if cron_fires(j, t)]
+    out = [j["command"] for j, f in zip(jobs, fires, strict=True) if f(t)]
     shown = when.replace("T", " ")
     return StepSpec(
         instructions=[
