@@ -13,9 +13,12 @@ this module implements what the paper describes. Deviations and choices, each st
    (as seeds are balanced over domains; the domain of a plan's first scenario, so a plan names
    its own context), so that the environment-side learning can run and be tested without a GPU.
    Its RWR step is one gradient step of the weighted log-likelihood on the logits (normalised by
-   each context's total weight) with a KL penalty to the initial simulator; "per-step KL capped" is read as: after
-   every step KL(new ‖ initial) ≤ ``max_kl`` (the step is shrunk until it holds); ``max_step_kl``
-   optionally also caps KL(new ‖ previous). The KL is a per-factor proxy (:func:`simulator_kl`).
+   each context's total weight) with a KL penalty to the initial simulator. "Per-step KL capped"
+   is read as a trust region: KL(new ‖ previous) ≤ ``max_step_kl`` after every step (the step is
+   shrunk until it holds); ``max_kl`` optionally also caps KL(new ‖ initial) in total (the
+   training loop leaves it off: see :class:`evokit.train.GenEnvConfig`). The KL is a per-factor
+   proxy (:func:`simulator_kl`). With no kept record the step is the KL penalty's alone, towards
+   the initial simulator (the objective's likelihood term is empty, its penalty is not).
 4. Training an LLM simulator on the same records is a TRL SFT job on :func:`export_sft_dataset`
    (issue 5); TRL ignores the ``weight`` column unless the loss is weighted there.
 """
@@ -433,6 +436,11 @@ def rwr_update(sim: Simulator, records: Sequence[tuple[Plan, float]], lr: float 
     shrunk (bisection on its length) until KL(new ‖ init) ≤ ``max_kl`` and, if given,
     KL(new ‖ sim) ≤ ``max_step_kl``. ``init_sim`` defaults to :func:`init_simulator` with
     ``sim``'s settings. A non-learning simulator is returned unchanged.
+
+    Without records (or with zero weights: every batch dropped by the difficulty filter) the
+    likelihood term vanishes and the step follows −kl_coef·∇KL alone, back towards ``init_sim``;
+    this is how a simulator whose tasks became too easy for the agent makes them harder again.
+    At ``init_sim`` (or with ``kl_coef=0``) that step is zero and ``sim`` is returned as is.
     """
     if not sim.learning:
         return sim
@@ -450,8 +458,6 @@ def rwr_update(sim: Simulator, records: Sequence[tuple[Plan, float]], lr: float 
         for t, i in dec:
             counts[t][i] += w
         total[c] += w
-    if total.sum() <= 0:
-        return sim
     per_context = np.where(total > 0, 1.0 / np.maximum(total, 1e-300), 0.0)
     weights = _kl_weights(init)
     step = {}
@@ -462,6 +468,8 @@ def rwr_update(sim: Simulator, records: Sequence[tuple[Plan, float]], lr: float 
         grad_ll = (counts[t] - counts[t].sum(axis=-1, keepdims=True) * p) * norm
         grad_kl = weights[t][..., None] * _row_kl(z, getattr(init, t))[1]
         step[t] = np.where(np.isfinite(z), lr * (grad_ll - kl_coef * grad_kl), 0.0)
+    if not any(np.any(v) for v in step.values()):
+        return sim  # nothing kept and already at the initial simulator (or no KL term): nothing to do
 
     def moved(frac: float) -> Simulator:
         return _with(sim, {t: getattr(sim, t) + frac * step[t] for t in TABLES}, updates=sim.updates + 1)

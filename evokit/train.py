@@ -22,6 +22,7 @@ produces the same rows as an uninterrupted run.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ from tqdm import tqdm
 
 from evokit import genenv
 from evokit.curriculum import ELConfig, make_curriculum
+from evokit.difficulty import catalog_reference, score_many
 from evokit.learners import (
     PolicyConfig,
     SkillPolicy,
@@ -41,6 +43,7 @@ from evokit.learners import (
     evaluate,
     frozen_copy,
     grpo_update,
+    task_difficulty,
 )
 from evokit.lineage import LineageStore
 from evokit.plan import render
@@ -71,19 +74,41 @@ class GenEnvConfig:
     A *batch* (GenEnv's "n task variations" of one prompt) is ``tasks_per_batch`` tasks generated
     for one context (a catalog domain), each tried ``rollouts`` times: p̂ = successes / attempts
     over the batch, and every plan of the batch gets the batch's R_env(p̂) as its RWR weight.
+
+    The simulator's step (choices where the paper gives no value; measured with the CPU learner,
+    see ``notebooks/genenv_alpha.ipynb``):
+
+    1. *Per-step KL cap.* The paper fine-tunes π_env "with a KL penalty to its initial weights
+       (per-step KL capped)": here ``kl_coef``·KL(π_env ‖ π_init) in the objective and a trust
+       region KL(new ‖ previous) ≤ ``max_step_kl`` on every step; ``sim_lr`` is large enough that
+       the cap, not the learning rate, sets the step. A cap on the *total* KL to π_init
+       (``max_kl``, off by default) pinned the simulator at the cap (KL 1.97–2.00 after 14 epochs in
+       all 7 runs measured with ``max_kl=2``) once it had made tasks easy, so it could no longer
+       follow the learner.
+    2. *Epochs with no kept batch* still take the KL term's step (:func:`evokit.genenv.rwr_update`):
+       dropped batches contribute nothing to the weighted likelihood, the penalty remains. It is
+       what moves a simulator whose tasks became too easy (every batch above α + k_min, none
+       kept) back towards π_init's longer plans and rarer skills, i.e. makes tasks harder again.
+    3. *Small batches at CPU scale.* The filter keeps a batch only if |p̂ − α| ≤ k_min; when the
+       learner starts far below α (success ≈ 0.1 on p_T's plans) a batch of several tasks almost
+       never lands there and the simulator hardly moves (measured with 6 batches × 4 tasks × 3
+       rollouts: KL to π_init ≤ 0.2 after 8–14 epochs and success ≤ 0.26 throughout, three seeds). One task per batch with 5 rollouts (kept on
+       2 or 3 successes) gives the filter something to keep from the first epochs; the full
+       setting keeps the paper's batch of 64 (16 batches × 4 tasks).
     """
 
     epochs: int = 12  # paper: 10
-    batches_per_epoch: int = 2  # contexts (prompts) per epoch
-    tasks_per_batch: int = 3  # generated task variations per context
-    rollouts: int = 4  # rollouts per task = the GRPO group (paper: not stated; its random baseline uses 4)
-    alpha: float = 0.5
-    beta: float = 20.0  # sharpness of R_env (no value in the paper)
-    k_min: float = 0.1
-    lam: float = 1.0
-    sim_lr: float = 1.0
-    kl_coef: float = 0.1
-    max_kl: float = 2.0
+    batches_per_epoch: int = 16  # contexts (prompts) per epoch
+    tasks_per_batch: int = 1  # generated task variations per context
+    rollouts: int = 5  # rollouts per task = the GRPO group (paper: not stated; its random baseline uses 4)
+    alpha: float = 0.5  # α, target success (Eq. 3)
+    beta: float = 20.0  # sharpness of R_env (Eq. 3; no value in the paper)
+    k_min: float = 0.1  # difficulty filter |p̂ − α| ≤ k_min (paper: 0.1)
+    lam: float = 1.0  # RWR weights exp(λ·R_env) (paper: λ = 1)
+    sim_lr: float = 3.0  # RWR step size on the simulator's logits (the per-step cap binds; see 1.)
+    kl_coef: float = 0.1  # weight of KL(π_env ‖ π_init) in the RWR objective (paper: "KL penalty", no value)
+    max_step_kl: float | None = 0.1  # trust region KL(new ‖ previous) per step (paper: "per-step KL capped")
+    max_kl: float = math.inf  # optional cap on KL(π_env ‖ π_init) in total (off; see 1.)
     min_len: int = 1  # shortest generated plan (evokit's seeds have 2..5 steps)
     max_len: int = 5
     contexts: tuple[str, ...] = ("any",)  # simulator contexts: catalog domains, or "any" (shared tables)
@@ -217,6 +242,7 @@ def train_genenv(out: str | Path, cfg: TrainConfig = TrainConfig(), gcfg: GenEnv
         _keep_rows_before(out / "pools" / name, start, key="epoch")
     pools = genenv.Pools(out / "pools")
     contexts = sorted(sim.contexts)
+    reference = catalog_reference()
     (out / "config.json").write_text(json.dumps({**asdict(cfg), "genenv": asdict(gcfg)}, indent=2, default=str))
     for epoch in tqdm(range(start, gcfg.epochs), initial=start, total=gcfg.epochs,
                       desc=f"genenv[{'learning' if gcfg.learning else 'random'}]", disable=not progress):
@@ -233,6 +259,9 @@ def train_genenv(out: str | Path, cfg: TrainConfig = TrainConfig(), gcfg: GenEnv
                 dirs.append(dest)
             batches.append((context, plans, dirs))
         tasks = [d for _, _, dirs in batches for d in dirs]
+        # how hard the generated tasks are: for this learner before its update (D_θ) and for p_T (D_T)
+        d_theta = float(np.mean([task_difficulty(policy, d) for d in tasks]))
+        d_t = float(np.mean(score_many([p for _, plans, _ in batches for p in plans], reference)["total"]))
         groups = collect_groups(policy, tasks, group_size=gcfg.rollouts, workers=cfg.workers,
                                 seed=cfg.seed * 100_003 + epoch)
         metrics = grpo_update(policy, opt, groups, beta_kl=cfg.beta_kl, clip=cfg.clip, ref_policy=ref)
@@ -248,9 +277,9 @@ def train_genenv(out: str | Path, cfg: TrainConfig = TrainConfig(), gcfg: GenEnv
                 w = float(np.exp(gcfg.lam * r_env))
                 records += [(plan, w) for plan in plans]
                 env_rows += [genenv.env_row(plan, w, p_hat=p, r_env=r_env, epoch=epoch) for plan in plans]
-        if records and gcfg.learning:
+        if gcfg.learning:  # no kept batch: the step is the KL penalty's alone (towards π_init)
             sim = genenv.rwr_update(sim, records, lr=gcfg.sim_lr, kl_coef=gcfg.kl_coef, init_sim=init,
-                                    max_kl=gcfg.max_kl)
+                                    max_kl=gcfg.max_kl, max_step_kl=gcfg.max_step_kl)
         pools.add_traces([r.to_row() | {"epoch": epoch} for g in groups for r in g])
         pools.add_env(env_rows)
         write_rows([r for g in groups for r in g], out / "rollouts.jsonl", step=epoch)
@@ -262,7 +291,8 @@ def train_genenv(out: str | Path, cfg: TrainConfig = TrainConfig(), gcfg: GenEnv
             "kept_share": float(np.mean([bool(genenv.difficulty_filter(p, gcfg.alpha, gcfg.k_min)) for p in p_hat])),
             "fully_solved": int(np.sum(task_rates >= 1.0)), "unsolved": int(np.sum(task_rates <= 0.0)),
             "mean_length": float(np.mean([len(p) for _, plans, _ in batches for p in plans])),
-            "turns": float(np.mean([r["turns"] for r in rows])), "sim_kl": genenv.simulator_kl(sim, init)})
+            "turns": float(np.mean([r["turns"] for r in rows])), "mean_d_theta": d_theta, "mean_d_t": d_t,
+            "sim_kl": genenv.simulator_kl(sim, init)})
         _save(out, policy=policy.state_dict(), optimizer=opt.state_dict(), simulator=pickle.dumps(sim),
               step=epoch + 1)
     return out

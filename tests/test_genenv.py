@@ -227,6 +227,29 @@ def test_rwr_moves_mass_toward_high_weight_plans(plans):
     np.testing.assert_allclose(sim.probs("length")[other], SIM.probs("length")[other])
 
 
+def test_simulator_makes_tasks_harder_as_well_as_easier(plans):
+    """GenEnv needs difficulty to move both ways. Kept short plans shorten the generator; then, with every
+    batch dropped (the agent outgrew the tasks), the KL penalty's step alone lengthens the plans again and
+    moves skills back towards p_T's rarer ones; kept long plans lengthen them as well."""
+    c = SIM.contexts.index(CONTEXT)
+
+    def mean_length(sim):
+        return float((sim.probs("length")[c] * np.arange(sim.min_len, sim.max_len + 1)).sum())
+
+    short = [(p, 1.0) for p in plans if len(p) == SIM.min_len]
+    easy = SIM
+    for _ in range(5):
+        easy = rwr_update(easy, short, lr=3.0, kl_coef=0.1, init_sim=SIM, max_kl=math.inf, max_step_kl=0.1)
+    assert mean_length(easy) < mean_length(SIM) - 0.5
+    relaxed = rwr_update(easy, [], lr=3.0, kl_coef=0.1, init_sim=SIM, max_kl=math.inf, max_step_kl=0.1)
+    assert mean_length(easy) < mean_length(relaxed) and simulator_kl(relaxed, SIM) < simulator_kl(easy, SIM)
+    assert 0 < simulator_kl(relaxed, easy) <= 0.1 + 1e-9  # the per-step cap holds
+    long = [(p, 1.0) for p in plans if len(p) == SIM.max_len]
+    harder = rwr_update(easy, long, lr=3.0, kl_coef=0.1, init_sim=SIM, max_kl=math.inf, max_step_kl=0.1)
+    assert mean_length(harder) > mean_length(relaxed)
+    assert rwr_update(SIM, [], kl_coef=0.1, init_sim=SIM) is SIM  # at π_init with nothing kept: no step
+
+
 def test_kl_to_the_initial_simulator_stays_under_the_cap(plans):
     """With a tight max_kl the step is shrunk: KL(new ‖ init) ≤ cap at every step, and the cap binds."""
     records = [(p, 5.0 if len(p) >= 5 else 0.1) for p in plans]

@@ -44,20 +44,25 @@ def test_genenv_theory(tmp_path, monkeypatch):
 
 
 def test_genenv_alpha(tmp_path, monkeypatch):
-    """GenEnv's α-zone at smoke scale: the learning simulator lifts success into [0.4, 0.6]; the random one never.
+    """GenEnv's α-zone: the learning simulator's success enters [0.4, 0.6] and stays there; the random one's does not.
 
-    Weaker than the paper's claim ("settles in the zone"): with one GRPO update per epoch at the learner's
-    default lr (0.03), success reaches the zone late (epoch 10 of 10 at smoke scale, mean of the last three
-    epochs ≈ 0.33) instead of settling there. What is asserted: the learning simulator's success rises,
-    enters the zone at least once and ends above the random simulator's, which never enters it.
+    "Stays there" at smoke scale (12 epochs of 16 tasks): the mean success of the last 4 epochs lies in
+    [0.4, 0.6] and each of those epochs in [0.3, 0.7] (one epoch is a mean over 16 tasks, so single epochs
+    scatter). The random simulator (the same generator, never updated) stays below the zone. That the
+    simulator can make tasks harder as well as easier is tested in ``tests/test_genenv.py``; here the
+    per-epoch plan lengths and D_θ are recorded in the summary, not asserted (16 plans per epoch).
+    Measured for seed 0 (this test): last four epochs 0.61, 0.34, 0.55, 0.47. It is seed-dependent at this
+    scale: seed 1 overshoots (0.33, 0.48, 0.61, 0.76), so a change that reshuffles the run may flip it.
     """
     s = run_notebook("genenv_alpha", tmp_path, monkeypatch)
     learning, random_ = s["simulators"]["learning"], s["simulators"]["random"]
-    assert learning["first_epoch_in_zone"] is not None, learning
-    assert random_["first_epoch_in_zone"] is None, random_
-    assert s["success_last_learning"] > s["success_last_random"], s["simulators"]
-    assert s["success_last_learning"] > learning["success_first"]
-    assert not 0.4 <= s["success_last_random"] <= 0.6
+    assert s["last_epochs"] == 4 and learning["epochs"] == random_["epochs"] == 12
+    assert s["settled_learning"] is True, learning
+    assert 0.4 <= learning["success_last"] <= 0.6, learning
+    assert 0.3 <= learning["success_last_min"] and learning["success_last_max"] <= 0.7, learning
+    assert s["settled_random"] is False, random_
+    assert not 0.4 <= random_["success_last"] <= 0.6, random_
+    assert learning["success_last"] > learning["success_first"]
 
 
 def test_genenv_vs_random(tmp_path, monkeypatch):
@@ -72,11 +77,15 @@ def test_genenv_vs_random(tmp_path, monkeypatch):
 
 
 def test_ee_el_scheduler(tmp_path, monkeypatch):
-    """EE: EL keeps a larger share of GRPO groups partially solved than random order (first 50 steps)."""
+    """EE: over the first 50 GRPO steps EL keeps a larger share of groups partially solved than random order.
+
+    The paper's other half ("EL's reward rises steadily") is recorded, not asserted: at smoke scale most
+    lineages stall after ~20 steps on evolved environments the learner never solves (see the notebook).
+    """
     s = run_notebook("ee_el_scheduler", tmp_path, monkeypatch)
     for c in ("el", "random"):
         assert 0 <= s[f"partially_solved_share_{c}"] <= 1
-        assert s["curricula"][c]["steps"] == 30
+        assert s["curricula"][c]["steps"] == 50 == s["first_steps"]
     assert s["partially_solved_share_el"] > s["partially_solved_share_random"], s["curricula"]
 
 

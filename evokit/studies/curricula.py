@@ -1,0 +1,98 @@
+"""EE's curricula study: EL vs random order (vs D_T order) on the same evolved store, from the same warm policy.
+
+Rows per curriculum: ``train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl``
+(:func:`evokit.train.train_curriculum`); notebooks ``ee_el_scheduler`` and ``ee_trajectory_growth``.
+
+**One command per turn** (departure from EE). The learner issues one shell command per plan step
+and never reads outputs, so turns per trajectory equal the length of the plan it is served and
+"commands per turn" is 1 by construction; EE's tokens per turn has no counterpart. What can grow is
+turns per trajectory, as EL unlocks later (longer) generations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from evokit.seeds import MAX_STEPS, MIN_STEPS
+from evokit.studies.rows import check_study
+from evokit.studies.warm_start import (
+    WARMUP_STEPS,
+    initial_state,
+    seed_store,
+    start_from,
+    warm_policy,
+)
+from evokit.train import TrainConfig, read_rows, train_curriculum
+
+
+def curricula_study(results_dir: str | Path, *, n_seeds: int, generations: int, steps: int, group_size: int = 8,
+                    tasks_per_step: int = 2, seed: int = 0, workers: int = 2,
+                    curricula: Sequence[str] = ("el", "random"), warmup_steps: int = WARMUP_STEPS,
+                    seed_steps: Sequence[int] = (MIN_STEPS, MAX_STEPS)) -> Path:
+    """Seeds → evolved lineages → one GRPO run per curriculum, same store, same warm policy, same seeds.
+
+    Rows: ``train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl`` (:func:`evokit.train.train_curriculum`);
+    read them with :func:`curricula_frame`.
+    """
+    out = Path(results_dir)
+    check_study(out, {"study": "curricula", "n_seeds": n_seeds, "generations": generations, "steps": steps,
+                        "group_size": group_size, "tasks_per_step": tasks_per_step, "seed": seed,
+                        "curricula": list(curricula), "warmup_steps": warmup_steps, "seed_steps": list(seed_steps)})
+    _, store = seed_store(out, n_seeds=n_seeds, generations=generations, seed=seed, workers=workers,
+                          seed_steps=seed_steps)
+    cfg = TrainConfig(steps=steps, tasks_per_step=tasks_per_step, group_size=group_size, seed=seed, workers=workers,
+                      eval_every=0)
+    policy = warm_policy(out, cfg, steps=warmup_steps)
+    for name in curricula:
+        run = out / "train" / name
+        start_from(run, cfg, policy.state_dict(), initial_state(name, store, cfg))
+        train_curriculum(store, name, run, cfg, progress=False)
+    return out
+
+
+def _commands_per_turn(rollout_rows: Sequence[dict]) -> dict[int, float]:
+    """Per step: shell commands issued per turn (each recorded turn is one command: 1 for the CPU learner)."""
+    by: dict[int, list[int]] = {}
+    for r in rollout_rows:
+        by.setdefault(r["step"], []).extend(1 if t.get("command") else 0 for t in r["turns"])
+    return {s: float(np.mean(v)) if v else float("nan") for s, v in by.items()}
+
+
+def curricula_frame(results_dir: str | Path) -> pd.DataFrame:
+    """One row per (curriculum, step): GRPO group shares, reward, turns per trajectory, served generation."""
+    frames = []
+    for run in sorted((Path(results_dir) / "train").iterdir()):
+        cmd = _commands_per_turn(read_rows(run / "rollouts.jsonl"))
+        rows = [{"curriculum": run.name, "step": r["step"], "partially_solved_share": r["partially_solved_share"],
+                 "dead_group_share": r["dead_group_share"], "mean_reward": r["mean_reward"], "turns": r["turns"],
+                 "generation": float(np.mean([s["env"][1] for s in r["served"]])), "mean_d_t": r["mean_d_t"],
+                 "commands_per_turn": cmd.get(r["step"], float("nan"))}
+                for r in read_rows(run / "steps.jsonl")]
+        frames.append(pd.DataFrame(rows))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _slope(x, y) -> float:
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    return float(np.polyfit(x, y, 1)[0]) if len(x) > 1 else float("nan")
+
+
+def curricula_summary(frame: pd.DataFrame, first: int = 50, window: int = 10) -> dict:
+    """Per curriculum over the first ``first`` steps: mean shares and reward, reward slope, turns early vs late."""
+    out = {}
+    for name, g in frame.groupby("curriculum"):
+        g = g[g.step < first].sort_values("step")
+        w = min(window, max(1, len(g) // 2))
+        out[name] = {"steps": len(g), "partially_solved_share": float(g.partially_solved_share.mean()),
+                     "dead_group_share": float(g.dead_group_share.mean()),
+                     "mean_reward": float(g.mean_reward.mean()), "reward_slope": _slope(g.step, g.mean_reward),
+                     "turns_first": float(g.turns.head(w).mean()), "turns_last": float(g.turns.tail(w).mean()),
+                     "turns_slope": _slope(g.step, g.turns), "max_generation": float(g.generation.max()),
+                     "generation_last": float(g.generation.tail(w).mean()),
+                     "commands_per_turn": float(g.commands_per_turn.mean())}
+    return out
+
