@@ -21,7 +21,8 @@ NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 def run_notebook(name: str, tmp_path: Path, monkeypatch, **params) -> dict:
     """Execute ``notebooks/<name>.ipynb`` at smoke scale; return its summary.json (figures checked too)."""
-    papermill = pytest.importorskip("papermill")
+    import papermill  # required (notebooks extra): a missing papermill fails, never skips
+
     figures = tmp_path / "figures"
     monkeypatch.setenv("EVOKIT_FIGURES", str(figures))
     monkeypatch.setenv("HARBOR_TELEMETRY", "0")

@@ -46,7 +46,6 @@ from evokit.studies.reference_solver import (
 from evokit.studies.rows import PhaseClock, StudyError, append_rows, check_study, read_rows
 from evokit.verify import verify_task
 
-_check_study = check_study  # the name evokit.studies.training imports
 __all__ = ["StudyError", "env_row", "evolution_study", "pair_tasks", "quickstart", "read_rows", "store_name"]
 
 

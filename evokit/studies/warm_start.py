@@ -31,7 +31,7 @@ from evokit.evolve import EvolveConfig, evolve
 from evokit.learners import PolicyConfig, SkillPolicy, goal_features, step_goals, task_plan
 from evokit.lineage import LineageStore
 from evokit.seeds import MAX_STEPS, MIN_STEPS, make_seeds
-from evokit.studies.evolution import pair_tasks
+from evokit.studies.reference_solver import pair_tasks
 from evokit.studies.rows import StudyError
 from evokit.train import TrainConfig
 
