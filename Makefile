@@ -46,7 +46,7 @@ bench: setup
 	$(PY) benchmarks/bench_trl.py
 
 lint: setup
-	$(PY) -m ruff check evokit tests benchmarks scripts
+	$(PY) -m ruff check evokit tests benchmarks scripts notebooks
 
 clean-cache:
 	rm -rf $${EVOKIT_CACHE:-$$HOME/.cache/evokit}

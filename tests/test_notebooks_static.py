@@ -1,0 +1,86 @@
+"""Every notebook, read without running it: the shape the papermill pipeline and the tests rely on.
+
+Checked for each ``notebooks/*.ipynb``: stored without outputs; exactly one cell tagged ``parameters``
+that sets at least ``seed``, ``smoke``, ``results_dir`` and ``fig_name``; ``smoke`` changes sizes only
+(it is read in one place, ``SIZES["smoke" if smoke else "full"]``, or recorded in the summary); no
+function or class defined in a notebook (the algorithms live in ``evokit``); a closing cell that
+records the key numbers (``summary.json``); opening and closing markdown (the claim and the result).
+The smoke runs themselves are in tests/test_notebooks_ee.py and tests/test_notebooks_training.py.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+
+
+def cells(name: str) -> list:
+    return nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4).cells
+
+
+def code(name: str) -> list:
+    return [c for c in cells(name) if c.cell_type == "code"]
+
+
+def test_every_paper_experiment_has_a_notebook():
+    """The eleven notebooks of the reproduction (one per figure or table) are all there."""
+    assert len(NOTEBOOKS) >= 11 and "00_quickstart" in NOTEBOOKS
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_stored_without_outputs(name):
+    assert all(not c.outputs and c.execution_count is None for c in code(name)), f"{name}: strip the outputs"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_parameters_cell(name):
+    params = [c for c in code(name) if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1, f"{name}: exactly one cell tagged 'parameters'"
+    assigned = {t.id for node in ast.parse(params[0].source).body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)}
+    assert {"seed", "smoke", "results_dir", "fig_name"} <= assigned, f"{name}: parameters {sorted(assigned)}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_smoke_changes_only_sizes(name):
+    """`smoke` is read in exactly one place, ``SIZES["smoke" if smoke else "full"]``: no code path depends on it."""
+    uses = []
+    for c in code(name):
+        if "parameters" in c.metadata.get("tags", []):
+            continue
+        tree = ast.parse(c.source)
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Name) and node.id == "smoke"):
+                continue
+            up = parents.get(node)
+            if isinstance(up, ast.IfExp) and up.test is node:
+                sub = parents.get(up)
+                ok = isinstance(sub, ast.Subscript) and getattr(sub.value, "id", "") == "SIZES"
+                uses.append("SIZES lookup" if ok else ast.unparse(up))
+            elif not isinstance(up, ast.Dict):  # a dict value is the summary recording it, not a branch
+                uses.append(ast.unparse(up) if up is not None else "smoke")
+    assert uses == ["SIZES lookup"], f"{name}: smoke may only choose SIZES, found {uses}"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_thin_and_recorded(name):
+    """No algorithm defined in the notebook; the last code cell records the numbers in summary.json."""
+    trees = [ast.parse(c.source) for c in code(name)]
+    defined = [n.name for t in trees for n in ast.walk(t) if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+    assert not defined, f"{name}: defines {defined}; put it in evokit"
+    assert "summary.json" in code(name)[-1].source, f"{name}: the last code cell should write summary.json"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_explains_itself(name):
+    """Opens with a markdown account of the claim and ends with markdown on what the run shows."""
+    cs = cells(name)
+    assert cs[0].cell_type == "markdown" and len(cs[0].source) > 300, f"{name}: open with the claim and mechanism"
+    assert cs[-1].cell_type == "markdown", f"{name}: close with what our run shows next to the paper"
