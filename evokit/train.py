@@ -85,16 +85,31 @@ class GenEnvConfig:
        (``max_kl``, off by default) pinned the simulator at the cap (KL 1.97–2.00 after 14 epochs in
        all 7 runs measured with ``max_kl=2``) once it had made tasks easy, so it could no longer
        follow the learner.
-    2. *Epochs with no kept batch* still take the KL term's step (:func:`evokit.genenv.rwr_update`):
-       dropped batches contribute nothing to the weighted likelihood, the penalty remains. It is
-       what moves a simulator whose tasks became too easy (every batch above α + k_min, none
-       kept) back towards π_init's longer plans and rarer skills, i.e. makes tasks harder again.
+    2. *An empty data set* still takes the KL term's step (:func:`evokit.genenv.rwr_update`):
+       dropped batches contribute nothing to the weighted likelihood, the penalty remains, pulling
+       the simulator back towards π_init's longer plans and rarer skills (harder tasks). With
+       ``sim_data="pool"`` (4.) the data set is empty only until the first batch is kept; after
+       that the penalty acts against the pool's likelihood every epoch.
     3. *Small batches at CPU scale.* The filter keeps a batch only if |p̂ − α| ≤ k_min; when the
        learner starts far below α (success ≈ 0.1 on p_T's plans) a batch of several tasks almost
        never lands there and the simulator hardly moves (measured with 6 batches × 4 tasks × 3
        rollouts: KL to π_init ≤ 0.2 after 8–14 epochs and success ≤ 0.26 throughout, three seeds). One task per batch with 5 rollouts (kept on
        2 or 3 successes) gives the filter something to keep from the first epochs; the full
        setting keeps the paper's batch of 64 (16 batches × 4 tasks).
+    4. *RWR on the accumulated pool D_env* (``sim_data="pool"``). The paper keeps two accumulating
+       pools, D_env being the simulator's weighted generations (D_env ← D_env ∪ D̃_env,t), the
+       counterpart of the agent's D_train; each epoch's RWR step here is taken on all of D_env, every
+       kept plan with the weight it was given in its epoch (the paper does not say whether the step
+       uses D̃_env,t alone or the pool; "epoch" is the former). At CPU scale an epoch keeps only
+       0–6 of 16 batches, so a step on D̃_env,t alone follows a few plans, and an epoch that keeps
+       none leaves the KL pull alone: the simulator moved slowly and erratically towards the zone.
+       Measured with the no-sandbox replay of the smoke setting (reward = every step used the
+       plan's skill; identical to the sandbox runs for seeds 0 and 1), "settled" (last-4 mean in [0.4, 0.6],
+       each in [0.3, 0.7]) held for seeds 0–7 in 6 of 8 with the pool (0–5; 6 overshoots to 0.70,
+       7 has 0.26 in epoch 9) against 3 of 8 with "epoch" (0, 1, 4; 2, 5, 6 enter too late, 3 and 7
+       leave the band). Two capped steps per epoch on D̃_env,t instead overshot (last-4 means
+       0.59–0.66 for seeds 0–2; seed 3 0.30). The pool's early, short plans stay in it, so success tends to settle
+       in the upper half of the zone (last-4 means 0.52–0.57 for seeds 0–3).
     """
 
     epochs: int = 12  # paper: 10
@@ -113,6 +128,11 @@ class GenEnvConfig:
     max_len: int = 5
     contexts: tuple[str, ...] = ("any",)  # simulator contexts: catalog domains, or "any" (shared tables)
     learning: bool = True  # False: the random (never updated) simulator, the paper's baseline
+    sim_data: str = "pool"  # RWR data: "pool", the accumulated D_env (see 4.); "epoch": this epoch's D̃_env,t only
+
+    def __post_init__(self):
+        if self.sim_data not in ("pool", "epoch"):
+            raise ValueError(f"GenEnvConfig.sim_data must be 'pool' or 'epoch'; got {self.sim_data!r}")
 
 
 # --------------------------------------------------------------------------- checkpoints
@@ -277,11 +297,13 @@ def train_genenv(out: str | Path, cfg: TrainConfig = TrainConfig(), gcfg: GenEnv
                 w = float(np.exp(gcfg.lam * r_env))
                 records += [(plan, w) for plan in plans]
                 env_rows += [genenv.env_row(plan, w, p_hat=p, r_env=r_env, epoch=epoch) for plan in plans]
-        if gcfg.learning:  # no kept batch: the step is the KL penalty's alone (towards π_init)
-            sim = genenv.rwr_update(sim, records, lr=gcfg.sim_lr, kl_coef=gcfg.kl_coef, init_sim=init,
-                                    max_kl=gcfg.max_kl, max_step_kl=gcfg.max_step_kl)
         pools.add_traces([r.to_row() | {"epoch": epoch} for g in groups for r in g])
         pools.add_env(env_rows)
+        if gcfg.sim_data == "pool":
+            records = pools.env_records()
+        if gcfg.learning:  # no kept record: the step is the KL penalty's alone (towards π_init)
+            sim = genenv.rwr_update(sim, records, lr=gcfg.sim_lr, kl_coef=gcfg.kl_coef, init_sim=init,
+                                    max_kl=gcfg.max_kl, max_step_kl=gcfg.max_step_kl)
         write_rows([r for g in groups for r in g], out / "rollouts.jsonl", step=epoch)
         task_rates = np.array([r["pass_rate"] if r["pass_rate"] is not None else np.nan for r in rows])
         _append(out / "steps.jsonl", {

@@ -295,3 +295,12 @@ def test_config_defaults_and_doctests():
         GenEnvConfig(beta=0)
     result = doctest.testmod(evokit.genenv)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_loop_config_rwr_data():
+    """The training loop's simulator step uses the accumulated pool D_env by default ("epoch": D̃_env,t alone)."""
+    from evokit.train import GenEnvConfig as LoopConfig
+
+    assert LoopConfig().sim_data == "pool" and LoopConfig(sim_data="epoch").sim_data == "epoch"
+    with pytest.raises(ValueError, match="sim_data"):
+        LoopConfig(sim_data="all")
