@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -39,6 +38,7 @@ from evokit.catalog import SCENARIOS
 from evokit.catalog.registry import _load
 from evokit.difficulty import catalog_reference
 from evokit.plan import Plan, PlanError, Step, compose
+from evokit.rows import append_rows, dumps, read_rows
 
 
 @dataclass(frozen=True)
@@ -125,18 +125,6 @@ def valid_trace(row: dict) -> bool:
     return not row.get("masked", False) and isinstance(r, int | float) and math.isfinite(r)
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a torn last line from a killed run: everything before it is whole
-    return rows
-
-
 class Pools:
     """GenEnv's two accumulating pools, append-only JSONL under ``root`` (reloaded on resume).
 
@@ -149,16 +137,12 @@ class Pools:
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        self.d_train = _read_jsonl(self.root / self.FILES["d_train"])
-        self.d_env = _read_jsonl(self.root / self.FILES["d_env"])
+        self.d_train = read_rows(self.root / self.FILES["d_train"])
+        self.d_env = read_rows(self.root / self.FILES["d_env"])
 
     def _append(self, name: str, rows: list[dict]) -> int:
-        if rows:
-            with open(self.root / self.FILES[name], "a") as f:
-                f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
-                f.flush()
-                os.fsync(f.fileno())
-            getattr(self, name).extend(json.loads(json.dumps(r, sort_keys=True)) for r in rows)
+        append_rows(self.root / self.FILES[name], rows)
+        getattr(self, name).extend(json.loads(dumps(r)) for r in rows)  # as a reload would see them
         return len(rows)
 
     def add_traces(self, rows: Iterable[dict], valid: Callable[[dict], bool] = valid_trace) -> int:

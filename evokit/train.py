@@ -48,6 +48,7 @@ from evokit.learners import (
 from evokit.lineage import LineageStore
 from evokit.plan import render
 from evokit.rollout import write_rows
+from evokit.rows import append_rows, keep_rows
 
 
 @dataclass(frozen=True)
@@ -152,22 +153,7 @@ def _load(out: Path) -> dict | None:
 
 def _keep_rows_before(path: Path, step: int, key: str = "step") -> None:
     """Drop rows of steps that the checkpoint does not cover (a killed step is redone)."""
-    if not path.exists():
-        return
-    rows = [line for line in path.read_text().splitlines() if line.strip()]
-    kept = []
-    for line in rows:
-        try:
-            if json.loads(line)[key] < step:
-                kept.append(line)
-        except (ValueError, KeyError):
-            break  # a torn last line
-    path.write_text("".join(line + "\n" for line in kept))
-
-
-def _append(path: Path, row: dict) -> None:
-    with open(path, "a") as f:
-        f.write(json.dumps(row, default=float) + "\n")
+    keep_rows(path, lambda r: r.get(key, step) < step)
 
 
 def _policy(cfg: TrainConfig) -> tuple[SkillPolicy, torch.optim.Optimizer, SkillPolicy]:
@@ -222,13 +208,13 @@ def train_curriculum(store: LineageStore | str | Path, curriculum: str, out: str
             served.append({**row, "env": list(env_id),
                            "d_t": envs[env_id].data.get("difficulty", {}).get("total")})
         write_rows([r for g in groups for r in g], out / "rollouts.jsonl", step=step)
-        _append(out / "steps.jsonl", {"step": step, "curriculum": curriculum, **metrics, "served": served,
+        append_rows(out / "steps.jsonl", [{"step": step, "curriculum": curriculum, **metrics, "served": served,
                                       "turns": float(np.mean([s["turns"] for s in served])),
                                       "mean_d_t": float(np.mean([s["d_t"] or 0 for s in served])),
-                                      "scheduler": _scheduler_summary(state)})
+                                      "scheduler": _scheduler_summary(state)}])
         if cfg.eval_every and eval_tasks and (step + 1) % cfg.eval_every == 0:
-            _append(out / "evals.jsonl", {"step": step, "pass_rate": evaluate(
-                policy, list(eval_tasks), n=cfg.eval_rollouts, seed=cfg.seed + 7, workers=cfg.workers)})
+            append_rows(out / "evals.jsonl", [{"step": step, "pass_rate": evaluate(
+                policy, list(eval_tasks), n=cfg.eval_rollouts, seed=cfg.seed + 7, workers=cfg.workers)}])
         _save(out, policy=policy.state_dict(), optimizer=opt.state_dict(), curriculum=state, step=step + 1)
     return out
 
@@ -306,7 +292,7 @@ def train_genenv(out: str | Path, cfg: TrainConfig = TrainConfig(), gcfg: GenEnv
                                     max_kl=gcfg.max_kl, max_step_kl=gcfg.max_step_kl)
         write_rows([r for g in groups for r in g], out / "rollouts.jsonl", step=epoch)
         task_rates = np.array([r["pass_rate"] if r["pass_rate"] is not None else np.nan for r in rows])
-        _append(out / "steps.jsonl", {
+        append_rows(out / "steps.jsonl", [{
             "step": epoch, "simulator": "learning" if gcfg.learning else "random", **metrics,
             "success": float(np.nanmean(p_hat)), "p_hat": p_hat,
             "r_env": float(np.mean([genenv.alpha_reward(p, gcfg.alpha, gcfg.beta) for p in p_hat])),
@@ -314,12 +300,9 @@ def train_genenv(out: str | Path, cfg: TrainConfig = TrainConfig(), gcfg: GenEnv
             "fully_solved": int(np.sum(task_rates >= 1.0)), "unsolved": int(np.sum(task_rates <= 0.0)),
             "mean_length": float(np.mean([len(p) for _, plans, _ in batches for p in plans])),
             "turns": float(np.mean([r["turns"] for r in rows])), "mean_d_theta": d_theta, "mean_d_t": d_t,
-            "sim_kl": genenv.simulator_kl(sim, init)})
+            "sim_kl": genenv.simulator_kl(sim, init)}])
         _save(out, policy=policy.state_dict(), optimizer=opt.state_dict(), simulator=pickle.dumps(sim),
               step=epoch + 1)
     return out
 
 
-def read_rows(path: str | Path) -> list[dict]:
-    path = Path(path)
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []

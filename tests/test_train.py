@@ -15,8 +15,9 @@ import time
 import pytest
 
 from evokit.evolve import EvolveConfig, evolve
+from evokit.rows import read_rows
 from evokit.seeds import make_seeds
-from evokit.train import GenEnvConfig, TrainConfig, read_rows, train_curriculum, train_genenv
+from evokit.train import GenEnvConfig, TrainConfig, train_curriculum, train_genenv
 
 TINY = TrainConfig(steps=4, tasks_per_step=2, group_size=4, eval_every=0)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from evokit.rows import read_rows
 from evokit.seeds import MAX_STEPS, MIN_STEPS
 from evokit.studies.rows import check_study
 from evokit.studies.warm_start import (
@@ -26,7 +27,7 @@ from evokit.studies.warm_start import (
     start_from,
     warm_policy,
 )
-from evokit.train import TrainConfig, read_rows, train_curriculum
+from evokit.train import TrainConfig, train_curriculum
 
 
 def curricula_study(results_dir: str | Path, *, n_seeds: int, generations: int, steps: int, group_size: int = 8,

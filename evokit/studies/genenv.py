@@ -27,12 +27,13 @@ from evokit.grpo import dead_group_probability
 from evokit.learners import evaluate, task_plan
 from evokit.lineage import EnvRecord, LineageStore
 from evokit.plan import render
+from evokit.rows import read_rows
 from evokit.seeds import MAX_STEPS, MIN_STEPS, make_seeds
 from evokit.studies.methods import ROLLOUTS
 from evokit.studies.rows import append_rows, check_study
 from evokit.studies.warm_start import new_policy
 from evokit.tasks import Lineage
-from evokit.train import GenEnvConfig, TrainConfig, read_rows, train_curriculum, train_genenv
+from evokit.train import GenEnvConfig, TrainConfig, train_curriculum, train_genenv
 
 # ============================================================================ GenEnv: the loop
 SIMULATORS = ("learning", "random")

@@ -35,6 +35,7 @@ from evokit.evolve.baselines import (
 from evokit.learners import SkillPolicy, collect_groups, evaluate, task_plan
 from evokit.lineage import LineageStore
 from evokit.rollout import write_rows
+from evokit.rows import read_rows
 from evokit.seeds import MAX_STEPS, MIN_STEPS
 from evokit.studies.rows import check_study
 from evokit.studies.warm_start import (
@@ -44,7 +45,7 @@ from evokit.studies.warm_start import (
     start_from,
     warm_policy,
 )
-from evokit.train import TrainConfig, read_rows, train_curriculum
+from evokit.train import TrainConfig, train_curriculum
 
 MIN_FAILED = 3  # the ensemble needs parts; if fewer seeds are failed, the hardest seeds are used
 ROLLOUTS = 8  # EE: pass rates over 8 rollouts

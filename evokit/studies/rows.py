@@ -9,37 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
+
+from evokit.rows import append_rows, read_rows
+
+__all__ = ["PhaseClock", "StudyError", "append_rows", "check_study", "read_rows"]
 
 
 class StudyError(RuntimeError):
     """A results folder that holds another study (other sizes or settings); the message says which."""
-
-
-def read_rows(path: str | Path) -> list[dict]:
-    """Rows of a JSONL file (a torn last line from a killed writer is ignored)."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-    return rows
-
-
-def append_rows(path: str | Path, rows: Sequence[dict]) -> None:
-    """Append ``rows`` to a JSONL file and sync it to disk before returning."""
-    with open(path, "a") as f:
-        for row in rows:
-            f.write(json.dumps(row, sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def check_study(out: str | Path, params: dict) -> None:

@@ -22,6 +22,7 @@ procedural too (tasks of lineages or seeds never trained on).
 
 from __future__ import annotations
 
+from evokit.rows import read_rows
 from evokit.studies.curricula import curricula_frame, curricula_study, curricula_summary
 from evokit.studies.genenv import (
     DATA_METHODS,
@@ -53,7 +54,6 @@ from evokit.studies.warm_start import (
     solution_targets,
     warm_policy,
 )
-from evokit.train import read_rows
 
 __all__ = [
     "DATA_METHODS", "METHODS", "MIN_FAILED", "ROLLOUTS", "SIMULATORS", "WARMUP_LR", "WARMUP_STEPS",

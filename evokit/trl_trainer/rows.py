@@ -13,13 +13,11 @@ This module knows the trainer only through the attributes it reads (``scheduler`
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
-from collections.abc import Callable, Iterable
 from pathlib import Path
 
-import numpy as np
+from evokit.rows import append_rows, keep_rows
 
 SCHEDULER_FILE = "evokit_scheduler.pkl"  # the scheduler state, saved inside each TRL checkpoint
 
@@ -55,39 +53,6 @@ def rows_callback(out: Path, trainer_ref: list):
     return Rows()
 
 
-def append_rows(path: Path, rows: Iterable[dict]) -> None:
-    """Append rows to a JSONL file (numpy scalars as numbers, anything else unknown as its str)."""
-    rows = list(rows)
-    if rows:
-        with open(path, "a") as f:
-            f.write("".join(json.dumps(r, default=_json_default) + "\n" for r in rows))
-
-
-def _json_default(x):
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, Path):
-        return str(x)
-    return str(x)
-
-
-def drop_rows(path: Path, keep: Callable[[dict], bool]) -> None:
-    """Rewrite a JSONL file keeping rows ``keep`` accepts (a torn last line is dropped)."""
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            break
-        if keep(row):
-            kept.append(line)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(line + "\n" for line in kept))
-    os.replace(tmp, path)
-
-
 def last_checkpoint(trl_dir: Path) -> Path | None:
     """The newest ``checkpoint-N`` holding both TRL's state and evokit's scheduler state."""
     cks = sorted((p for p in trl_dir.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
@@ -102,6 +67,6 @@ def resume(out: Path, scheduler) -> Path | None:
     if ck is not None:
         scheduler.load_state_dict(pickle.loads((ck / SCHEDULER_FILE).read_bytes()))
         step = int(ck.name.split("-")[-1])
-        drop_rows(out / "steps.jsonl", lambda r: r["step"] <= step)
-        drop_rows(out / "rollouts.jsonl", lambda r: r["step"] <= step)
+        keep_rows(out / "steps.jsonl", lambda r: r["step"] <= step)
+        keep_rows(out / "rollouts.jsonl", lambda r: r["step"] <= step)
     return ck

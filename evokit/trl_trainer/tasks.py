@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from evokit.curriculum import ELConfig, EnvId, make_curriculum
+from evokit.rows import keep_rows
 from evokit.trl_trainer.config import SetupError
-from evokit.trl_trainer.rows import drop_rows
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ class GenEnvTasks:
 
     def load_state_dict(self, d: dict) -> None:
         self.sim, self.batches, self.last = d["sim"], d["batches"], d["last"]
-        drop_rows(self.out / "pools" / "d_env.jsonl", lambda r: r.get("epoch", 0) < self.batches)
+        keep_rows(self.out / "pools" / "d_env.jsonl", lambda r: r.get("epoch", 0) < self.batches)
 
 
 class InProcessTasks:
