@@ -5,7 +5,7 @@ export HARBOR_TELEMETRY := 0
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup reproduce reproduce-full check test test-slow test-notebooks bench lint clean-cache
+.PHONY: setup reproduce reproduce-full nb check test test-slow test-notebooks bench lint clean-cache
 
 setup:
 	@scripts/setup.sh dev,llm,scale,notebooks,train
@@ -18,6 +18,11 @@ reproduce: setup
 ## The papers' sizes (500 seeds, 15 generations, 200 GRPO steps) into results/full/: days on a CPU machine.
 reproduce-full: setup
 	$(PY) scripts/run_notebooks.py --full
+
+## One notebook: make nb NAME=ee_effort (smoke) or make nb NAME=ee_effort FULL=1 (the papers' sizes).
+nb: setup
+	@test -n "$(NAME)" || { echo "usage: make nb NAME=<notebook> [FULL=1]"; exit 2; }
+	$(PY) scripts/run_notebooks.py $(NAME) $(if $(FULL),--full,)
 
 ## What CI runs (`bash .ci/run`): the default suite, then every notebook at smoke sizes with its
 ## assertions (one setup; about 8 + 25 min on 2 cores).
