@@ -8,20 +8,10 @@ are offered only their options.
 from __future__ import annotations
 
 import pytest
+from llm_support import KEPT, PARENT, SEED, item  # noqa: E402
 
 from evokit.evolve.llm_plans import align, options, parse_steps, proposal_validator, validate_review
-from evokit.plan import Plan, Step
-
-PARENT = Plan((Step("access-log", "topk-count", (("data", 1),)), Step("text-list", "count-records", (), 1)))
-SEED = 3
-
-
-def item(pair: str, reads: bool = False, **other) -> dict:
-    return {"pair": pair, "other_scenario": other.get("s", "none"), "other_skill": other.get("k", "none"),
-            "reads_previous": reads}
-
-
-KEPT = [item("access-log/topk-count"), item("text-list/count-records", True)]
+from evokit.plan import Step
 
 
 @pytest.mark.parametrize(("direction", "effort", "steps", "message"), [

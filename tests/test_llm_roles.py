@@ -29,16 +29,7 @@ from evokit.tasks import Lineage, load_task, read_metadata
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPES = ROOT / "examples" / "tasks" / "pipes-top-ips"
-PARENT = Plan((Step("access-log", "topk-count", (("data", 1),)), Step("text-list", "count-records", (), 1)))
-SEED = 3
-
-
-def item(pair: str, reads: bool = False, **other) -> dict:
-    return {"pair": pair, "other_scenario": other.get("s", "none"), "other_skill": other.get("k", "none"),
-            "reads_previous": reads}
-
-
-KEPT = [item("access-log/topk-count"), item("text-list/count-records", True)]
+from llm_support import KEPT, PARENT, SEED, item  # noqa: E402
 
 
 @pytest.fixture(scope="module")
