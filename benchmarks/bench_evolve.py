@@ -22,7 +22,7 @@ from pathlib import Path
 
 from evokit.evolve import EvolveConfig, evolve
 from evokit.sandbox.process import SUBPROCESS_CLOCK
-from evokit.seeds import make_seeds
+from evokit.seeds import make_seeds, seed_dirs
 from evokit.verify import VerifyConfig
 
 
@@ -52,7 +52,7 @@ def main() -> None:
                          "sandbox_share_serial": sand1 / wall1, "python_share_serial": 1 - sand1 / wall1,
                          "scenarios": len({s["scenario"] for r in seeds for s in r["plan"]}),
                          "skills": len({s["skill"] for r in seeds for s in r["plan"]})}
-        dirs = sorted(p for p in (tmp / "seeds").iterdir() if p.name.startswith("seed-"))[: args.lineages]
+        dirs = seed_dirs(tmp / "seeds")[: args.lineages]
         cfg = EvolveConfig(generations=args.generations)
         _, wall1, sand1 = timed(lambda: evolve(dirs[:2], tmp / "serial-store", EvolveConfig(
             generations=args.generations, verify=serial), workers=1, progress=False))

@@ -31,7 +31,7 @@ os.environ.setdefault("HARBOR_TELEMETRY", "0")
 
 from evokit.evolve import EvolveConfig, evolve  # noqa: E402
 from evokit.parallel import LocalExecutor, RayExecutor  # noqa: E402
-from evokit.seeds import make_seeds  # noqa: E402
+from evokit.seeds import make_seeds, seed_dirs  # noqa: E402
 from evokit.verify import verify_many  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def main() -> None:
                 tasks.append(tmp / "tasks" / f"{p.name}-{c}")
                 shutil.copytree(p, tasks[-1])
         make_seeds(args.seeds, 0, tmp / "seeds", progress=False)
-        seeds = sorted(p for p in (tmp / "seeds").iterdir() if p.name.startswith("seed-"))
+        seeds = seed_dirs(tmp / "seeds")
 
         t = time.perf_counter()
         ray = RayExecutor(args.workers)

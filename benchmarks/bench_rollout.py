@@ -34,13 +34,13 @@ import torch  # noqa: E402
 from evokit import curriculum as C  # noqa: E402
 from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, grpo_update  # noqa: E402
 from evokit.sandbox.process import SUBPROCESS_CLOCK  # noqa: E402
-from evokit.seeds import make_seeds  # noqa: E402
+from evokit.seeds import make_seeds, seed_dirs  # noqa: E402
 
 
 def three_step_task(root: Path) -> Path:
     """One verified seed with exactly three chained steps."""
     make_seeds(1, 7, root, min_steps=3, max_steps=3, progress=False)
-    (task,) = [p for p in root.iterdir() if p.name.startswith("seed-")]
+    (task,) = seed_dirs(root)
     return task
 
 

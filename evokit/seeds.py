@@ -114,6 +114,11 @@ def _make_and_index(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig) 
     return row
 
 
+def seed_dirs(out: str | Path) -> list[Path]:
+    """The seed task folders (``seed-NNNN``) that :func:`make_seeds` wrote into ``out``, in order."""
+    return sorted(p for p in Path(out).iterdir() if p.name.startswith("seed-") and p.is_dir())
+
+
 def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: VerifyConfig = VerifyConfig(),
                progress: bool = True, executor=None, min_steps: int = MIN_STEPS,
                max_steps: int = MAX_STEPS) -> list[dict]:

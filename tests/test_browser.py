@@ -7,14 +7,14 @@ import pytest
 
 from evokit.browser import browse, describe, folder_diff
 from evokit.evolve import EvolveConfig, evolve
-from evokit.seeds import make_seeds
+from evokit.seeds import make_seeds, seed_dirs
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     seeds = tmp_path_factory.mktemp("seeds")
     make_seeds(2, 0, seeds, progress=False)
-    dirs = sorted(p for p in seeds.iterdir() if p.name.startswith("seed-"))
+    dirs = seed_dirs(seeds)
     return evolve(dirs, tmp_path_factory.mktemp("store"), EvolveConfig(generations=2), progress=False)
 
 

@@ -21,6 +21,7 @@ from evokit.evolve.review import PlanReviewer
 from evokit.lineage import LineageStore
 from evokit.plan import Plan, Step
 from evokit.seeds import make_seeds
+from evokit.seeds import seed_dirs as seed_folders
 from evokit.verify import verify_task
 
 REF = catalog_reference()
@@ -30,7 +31,7 @@ REF = catalog_reference()
 def seed_dirs(tmp_path_factory):
     out = tmp_path_factory.mktemp("seeds")
     make_seeds(4, 0, out, progress=False)
-    return sorted(p for p in out.iterdir() if p.name.startswith("seed-"))
+    return seed_folders(out)
 
 
 def core(store: LineageStore) -> set[tuple]:

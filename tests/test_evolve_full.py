@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from evokit.evolve import EvolveConfig, evolve
-from evokit.seeds import make_seeds
+from evokit.seeds import make_seeds, seed_dirs
 from evokit.verify import VerifyConfig, verify_many
 
 
@@ -19,7 +19,7 @@ def test_twelve_seeds_fifteen_generations(tmp_path_factory, effort):
     """Evolve 12 seeds for 15 generations; re-verify every environment; check the index."""
     seeds = tmp_path_factory.mktemp("seeds")
     make_seeds(12, 0, seeds, progress=False)
-    dirs = sorted(p for p in seeds.iterdir() if p.name.startswith("seed-"))
+    dirs = seed_dirs(seeds)
     store = evolve(dirs, tmp_path_factory.mktemp(f"store-{effort}"), EvolveConfig(generations=15, effort=effort),
                    progress=False)
     envs = store.envs()

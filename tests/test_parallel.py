@@ -152,10 +152,10 @@ def test_evolve_through_ray_gives_the_local_store(ray_executor, tmp_path):
     """evolve() of 2 seeds × 2 generations writes the same records through Ray as through local threads,
     and a live progress bar still counts every lineage × generation."""
     from evokit.evolve import EvolveConfig, evolve
-    from evokit.seeds import make_seeds
+    from evokit.seeds import make_seeds, seed_dirs
 
     make_seeds(2, 0, tmp_path / "seeds", progress=False)
-    seeds = sorted(p for p in (tmp_path / "seeds").iterdir() if p.name.startswith("seed-"))
+    seeds = seed_dirs(tmp_path / "seeds")
     cfg = EvolveConfig(generations=2)
     local = evolve(seeds, tmp_path / "local", cfg, executor=LocalExecutor(2), progress=False)
     remote = evolve(seeds, tmp_path / "ray", cfg, executor=ray_executor, progress=False)

@@ -16,7 +16,7 @@ import pytest
 
 from evokit.evolve import EvolveConfig, evolve
 from evokit.rows import read_rows
-from evokit.seeds import make_seeds
+from evokit.seeds import make_seeds, seed_dirs
 from evokit.train import GenEnvConfig, TrainConfig, train_curriculum, train_genenv
 
 TINY = TrainConfig(steps=4, tasks_per_step=2, group_size=4, eval_every=0)
@@ -26,7 +26,7 @@ TINY = TrainConfig(steps=4, tasks_per_step=2, group_size=4, eval_every=0)
 def store(tmp_path_factory):
     seeds = tmp_path_factory.mktemp("seeds")
     make_seeds(3, 0, seeds, progress=False)
-    dirs = sorted(p for p in seeds.iterdir() if p.name.startswith("seed-"))
+    dirs = seed_dirs(seeds)
     return evolve(dirs, tmp_path_factory.mktemp("store"), EvolveConfig(generations=3), progress=False)
 
 
