@@ -12,9 +12,9 @@ process that started it):
   exactly as with ``docker exec``, and killing the init kills every process at once;
 * a per-sandbox cgroup (memory, pids, cpu) that every process joins before it execs.
 
-File transfer runs ``tar`` *inside* the sandbox and streams it through a pipe: a host-side
-copy through ``/proc/<pid>/root`` would follow symlinks the agent planted (``/tests ->
-/etc``) on the host's filesystem.
+File transfer (:mod:`evokit.sandbox.transfer`) walks the sandbox's root from the host through
+``/proc/<pid 1>/root`` with ``openat2(RESOLVE_IN_ROOT)``: symlinks the agent planted
+(``/tests -> /etc``) resolve inside the sandbox, and none of the agent's programs runs.
 """
 
 from __future__ import annotations
@@ -29,7 +29,9 @@ import tarfile
 import threading
 import time
 import uuid
-from pathlib import Path, PurePosixPath
+from pathlib import Path
+
+from evokit.sandbox import transfer
 
 from evokit.sandbox.bwrap import (
     DOCKER_DEFAULT_CAPS,
@@ -45,15 +47,6 @@ from evokit.sandbox.process import SUBPROCESS_CLOCK, ExecResult, run_capped
 RUN_DIR = Path(os.environ.get("EVOKIT_RUN_DIR", "/run/evokit"))
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 ETC_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
-
-
-def tar_bytes(source: str | Path) -> bytes:
-    """An uncompressed tar of the *contents* of the host dir ``source`` (to extract in a sandbox)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for child in sorted(Path(source).iterdir()):
-            tar.add(child, arcname=child.name)
-    return buf.getvalue()
 
 
 class SandboxError(RuntimeError):
@@ -229,70 +222,89 @@ class Sandbox:
                           keep_bytes=keep_bytes)
 
     # ---------------------------------------------------------------- files
+    # Every transfer goes through evokit.sandbox.transfer: the host walks the sandbox's root
+    # with openat2(RESOLVE_IN_ROOT); no archive is made or parsed and no program of the
+    # sandbox (its tar, its libc) runs (issue 11, class 6).
+    def open_root(self) -> int:
+        """An ``O_PATH`` fd of the sandbox's ``/`` (the caller closes it), for :mod:`transfer`.
+
+        Taken through ``/proc/<pid 1>/root`` and checked against the pidfd of pid 1 afterwards,
+        so a recycled pid can never hand out another process's root.
+        """
+        if not self.running or self._pid1_fd is None:
+            raise SandboxError("file transfer on a sandbox that is not running (start() it, or it was stopped)")
+        pid = _pidfd_pid(self._pid1_fd)
+        try:
+            fd = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            raise SandboxError(f"the sandbox's pid 1 is gone ({e.strerror}); it cannot be read") from None
+        try:
+            signal.pidfd_send_signal(self._pid1_fd, 0)
+        except ProcessLookupError:
+            os.close(fd)
+            raise SandboxError("the sandbox's pid 1 is gone; it cannot be read") from None
+        return fd
+
     def upload_file(self, source: str | Path, target: str) -> None:
-        source = Path(source)
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            tar.add(source, arcname=PurePosixPath(target).name)
-        self._untar(buf.getvalue(), str(PurePosixPath(target).parent))
+        """Copy the host file ``source`` to ``target`` (parents made); owner root, its mode bits."""
+        _transfer(transfer.upload, Path(source), self, target, as_file=True)
 
     def upload_dir(self, source: str | Path, target: str) -> None:
-        """Copy the *contents* of ``source`` into ``target`` (created if missing)."""
-        self._untar(tar_bytes(source), target)
+        """Copy the *contents* of ``source`` into ``target`` (created if missing).
+
+        ``source`` itself may not be a symlink (a ``tests/`` folder linked to ``/etc`` would
+        upload the host's ``/etc``); links inside it stay links, resolved in the sandbox.
+        """
+        _transfer(transfer.upload, Path(source), self, target, as_file=False)
 
     def write_file(self, target: str, data: bytes | str, mode: int = 0o644) -> None:
         data = data.encode() if isinstance(data, str) else data
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo(PurePosixPath(target).name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-        self._untar(buf.getvalue(), str(PurePosixPath(target).parent))
-
-    def _untar(self, payload: bytes, target: str) -> None:
-        res = self.exec(["sh", "-c", 'mkdir -p "$1" && tar -x -f - -C "$1" --no-same-owner', "sh", target],
-                        stdin=payload, user="root", cwd="/", timeout_sec=300)
-        if not res.ok:
-            raise SandboxError(f"upload to {target} failed: {res.stderr.strip()}")
+        _transfer(transfer.write_bytes, self, target, data, mode)
 
     def read_file(self, source: str, max_bytes: int = 64 * 1024 * 1024) -> bytes:
-        path = PurePosixPath(source)
-        with tarfile.open(fileobj=io.BytesIO(self._tar_out(str(path.parent), path.name, max_bytes))) as tar:
-            member = tar.next()
-            if member is None or not member.isfile():
-                raise FileNotFoundError(f"{source} is not a regular file in the sandbox")
-            return tar.extractfile(member).read()
+        """The bytes of the regular file ``source`` (a symlink is not followed: FileNotFoundError)."""
+        return _transfer(transfer.read_bytes, self, source, max_bytes)
 
-    def download_file(self, source: str, target: str | Path) -> None:
-        target = Path(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(self.read_file(source))
+    def download_file(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
+        """Stream the regular file ``source`` to the host file ``target`` (at most ``max_bytes``)."""
+        _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=True)
 
     def download_dir(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
-        """Copy the contents of ``source`` to the host dir ``target``; links stay links.
+        """Copy the contents of ``source`` to the host dir ``target``; links that stay inside stay links.
 
-        Links that point outside ``target`` (absolute, or escaping with ``..``) are skipped:
-        extracting them would let later members be written through them onto the host, and
-        failing the whole download would let an agent break the copy of its own logs.
+        Links that point outside ``target`` (absolute, or escaping with ``..``), FIFOs, sockets
+        and device nodes are skipped: failing the whole download would let an agent break the
+        copy of its own logs. More than ``max_bytes`` in all is a :class:`SandboxError`.
         """
-        target = Path(target)
-        target.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(self._tar_out(source, ".", max_bytes))) as tar:
-            tar.extractall(target, filter=_skip_unsafe)
-
-    def _tar_out(self, parent: str, name: str, max_bytes: int) -> bytes:
-        res = self.exec(["tar", "-c", "-f", "-", "-C", parent, name], user="root", cwd="/",
-                        timeout_sec=300, max_output_bytes=2 * max_bytes, keep_bytes=True)
-        if not res.ok:
-            raise FileNotFoundError(f"cannot read {parent}/{name} in the sandbox: {res.stderr.strip()}")
-        if res.truncated_bytes:
-            raise SandboxError(f"{parent}/{name} is larger than {max_bytes} bytes; not downloaded")
-        return res.stdout_bytes
+        _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=False)
 
 
-def _skip_unsafe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's "data" filter, except that a refused member is skipped instead of raising."""
+def _pidfd_pid(pidfd: int) -> int:
+    for line in Path(f"/proc/self/fdinfo/{pidfd}").read_text().splitlines():
+        if line.startswith("Pid:"):
+            pid = int(line.split()[1])
+            if pid > 0:
+                return pid
+    raise SandboxError("the sandbox's pid 1 is gone; it cannot be read")
+
+
+def _transfer(fn, *args, **kwargs):
+    """Run a :mod:`transfer` function; its refusals become :class:`SandboxError` (same message)."""
     try:
-        return tarfile.data_filter(member, dest)
-    except tarfile.FilterError:
-        return None
+        return fn(*args, **kwargs)
+    except transfer.TransferError as e:
+        raise SandboxError(str(e)) from None
+
+
+def tar_bytes(source: str | Path) -> bytes:
+    """An uncompressed tar of the *contents* of the host dir ``source`` (to extract in a sandbox).
+
+    ``source`` may not be a symlink (its target would be uploaded). Built in memory: for small
+    trees only (a task's ``tests/``); :meth:`Sandbox.upload_dir` streams instead.
+    """
+    transfer.check_upload_source(Path(source), as_file=False)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for child in sorted(Path(source).iterdir()):
+            tar.add(child, arcname=child.name)
+    return buf.getvalue()
