@@ -29,7 +29,9 @@ import json
 import os
 import re
 import shutil
+import stat
 import tarfile
+import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -80,6 +82,25 @@ def cache_root() -> Path:
     return Path(os.environ.get("EVOKIT_CACHE") or Path.home() / ".cache" / "evokit")
 
 
+def secure_cache_root(root: Path) -> Path:
+    """Make ``root`` (if missing) mode 0700 and narrow it to 0700 if it is wider.
+
+    Why (issue 11, class 10): the cache holds whole root filesystems with Debian's own
+    set-uid binaries (``su``, ``mount``), written as root; under a world-readable path an
+    unprivileged host user could run them. A root owned by another user is refused: they
+    could swap the layers the sandboxes run on.
+    """
+    root = Path(root)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = root.stat()
+    if st.st_uid != os.geteuid():
+        raise ImageBuildError(f"layer cache {root} belongs to uid {st.st_uid}, not to this user "
+                              f"(uid {os.geteuid()}); refusing to use it: set $EVOKIT_CACHE to a directory of yours")
+    if st.st_mode & 0o077:
+        os.chmod(root, 0o700)
+    return root
+
+
 @dataclass(frozen=True)
 class Image:
     """A built image: overlay lower dirs (relative to ``root``, top first) plus run config."""
@@ -128,7 +149,7 @@ class _Lock:
 def ensure_base(suite: str, root: Path, log: Callable[[str], None] = lambda s: None) -> str:
     """Make (once) the minbase rootfs of ``suite``; return its dir relative to ``root``."""
     rel = f"base/{suite}-minbase-v{BASE_FORMAT}"
-    final = root / rel
+    final = secure_cache_root(root) / rel
     if final.is_dir():
         return rel
     require_tools("mmdebstrap")
@@ -174,7 +195,7 @@ def build_image(
     dockerfile = context / "Dockerfile"
     if not dockerfile.is_file():
         raise df.DockerfileError(f"{dockerfile}: no Dockerfile (docker-compose tasks need Harbor's docker backend)")
-    root = Path(root or cache_root())
+    root = secure_cache_root(Path(root or cache_root()))
     instructions = df.parse(dockerfile.read_text(), dockerfile)
     state = _State()
     lowerdirs: list[str] = []
@@ -209,11 +230,11 @@ def build_image(
             key = _layer(root, lowerdirs, key, ["RUN", argv, state.variables(), state.workdir, state.user],
                          _as_user(argv, state.user), None, state, where, step_timeout_sec, log, n)
         elif ins.keyword in {"COPY", "ADD"}:
-            payload = _copy_tar(context, ins, state, lowerdirs, root, where)
-            digest = hashlib.sha256(payload).hexdigest()
-            key = _layer(root, lowerdirs, key, [ins.keyword, digest],
-                         ["tar", "-x", "-p", "--keep-directory-symlink", "-f", "-", "-C", "/"], payload,
-                         state, where, step_timeout_sec, log, n)
+            payload, digest = _copy_tar(context, ins, state, lowerdirs, root, where)
+            with payload:  # a temp file, fed to the step's stdin: never held in memory
+                key = _layer(root, lowerdirs, key, [ins.keyword, digest],
+                             ["tar", "-x", "-p", "--keep-directory-symlink", "-f", "-", "-C", "/"], payload,
+                             state, where, step_timeout_sec, log, n)
     return Image(key=key, root=root, lowerdirs=tuple(lowerdirs), env=dict(state.env),
                  workdir=state.workdir, user=state.user, shell=state.shell)
 
@@ -277,6 +298,7 @@ def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin
             raise ImageBuildError(f"{where}: build step failed ({why}):\n{(res.stdout + res.stderr)[-4000:]}")
         if ca_args:  # the tmpfs mountpoint bwrap made is ours, not the step's
             shutil.rmtree(tmp / "upper" / _BUILD_CA_DIR.lstrip("/"), ignore_errors=True)
+        neutralise_layer(tmp / "upper", where)
         try:
             os.rename(tmp / "upper", root / rel)
         except OSError:
@@ -287,9 +309,76 @@ def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def neutralise_layer(upper: Path, where: str = "") -> list[str]:
+    """Strip what a build step must not leave in the host's layer cache; return what it changed.
+
+    Issue 11, class 10: a ``RUN chmod u+s /bin/bash`` or ``RUN mknod`` stored a set-uid root
+    shell or a device node on the host's disk. In every layer a step stores:
+
+    * set-uid / set-gid bits of files are cleared (a set-gid *directory* only sets the group
+      of new files, and keeps it), and ``security.capability`` (``setcap``) is removed;
+    * device nodes are deleted, except overlayfs whiteouts (character device 0/0), which
+      are how a layer records a deletion.
+
+    Decided (stated in the README): this is also what the sandbox sees, so a set-uid
+    program *installed by a RUN step* (``apt-get install sudo``) runs without its bit
+    inside the sandbox, as under ``docker run --security-opt no-new-privileges``. Debian's
+    own base rootfs (``su``, ``mount``, ``passwd``) keeps its bits: it is made by mmdebstrap,
+    not by a task, and the cache root is 0700, so no host user can reach them.
+    """
+    changed: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(upper):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            kind = stat.S_IFMT(st.st_mode)
+            if kind in (stat.S_IFCHR, stat.S_IFBLK):
+                if kind == stat.S_IFCHR and st.st_rdev == 0:
+                    continue  # an overlayfs whiteout
+                os.unlink(path)
+                changed.append(f"removed device node {path}")
+                continue
+            if kind == stat.S_IFLNK:
+                continue
+            bits = stat.S_ISUID | (0 if kind == stat.S_IFDIR else stat.S_ISGID)  # set-gid dirs only group files
+            if st.st_mode & bits:
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~bits)
+                changed.append(f"cleared set-uid/set-gid on {path}")
+            try:
+                os.removexattr(path, "security.capability", follow_symlinks=False)
+                changed.append(f"removed file capabilities of {path}")
+            except OSError:
+                pass
+    return changed
+
+
+#: Cap on the bytes one ``COPY``/``ADD`` may carry (apparent sizes: a sparse file counts in
+#: full, since the layer stores it whole). Docker has none; a generated Dockerfile that
+#: copies a 1 TB sparse file must fail with a clear error, not fill the host's disk.
+MAX_COPY_BYTES = 8 << 30
+
+
+@dataclass
+class _CopySize:
+    """The running total of one ``COPY``/``ADD`` against :data:`MAX_COPY_BYTES`."""
+
+    where: str
+    total: int = 0
+
+    def add(self, src: Path, size: int) -> None:
+        self.total += size
+        if self.total > MAX_COPY_BYTES:
+            raise df.DockerfileError(f"{self.where}: {src} ({size} bytes) takes this COPY/ADD past its cap of "
+                                     f"{MAX_COPY_BYTES} bytes (evokit.sandbox.image.MAX_COPY_BYTES)")
+
+
 def _copy_tar(context: Path, ins: df.Instruction, state: _State, lowerdirs: list[str],
-              root: Path, where: str) -> bytes:
-    """The tar stream that ``COPY``/``ADD`` extracts at ``/`` of the image."""
+              root: Path, where: str) -> tuple[io.BufferedRandom, str]:
+    """The tar stream that ``COPY``/``ADD`` extracts at ``/`` of the image, and its sha256.
+
+    Written to an unnamed temp file in the (0700) cache, never to memory (issue 11, class 9:
+    a 1 GiB sparse file cost 1 GiB of host RSS); the caller closes it.
+    """
     sources, dest = df.parse_copy_args(df.substitute(ins.args, state.variables()))
     if not dest.startswith("/"):  # relative to WORKDIR; keep a trailing "/" (it means "a dir")
         dest = str(PurePosixPath(state.workdir) / dest) + ("/" if dest.endswith("/") else "")
@@ -297,23 +386,46 @@ def _copy_tar(context: Path, ins: df.Instruction, state: _State, lowerdirs: list
     dest_is_dir = dest.endswith("/") or len(sources) > 1 or _is_dir(image, dest)
     uid, gid = _owner(ins.flags.get("chown"), image, where)
     mode = int(ins.flags["chmod"], 8) if ins.flags.get("chmod") else None
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for pattern in sources:
-            matches = sorted(glob.glob(str(context / pattern), recursive=False))
-            if not matches:
-                raise df.DockerfileError(f"{where}: {ins.keyword} source {pattern!r} not found in {context}")
-            for src in map(Path, matches):
-                if not src.resolve().is_relative_to(context.resolve()):
-                    raise df.DockerfileError(f"{where}: {pattern!r} points outside the build context")
-                if ins.keyword == "ADD" and src.is_file() and tarfile.is_tarfile(src):
-                    _add_archive(tar, src, dest, uid, gid)
-                elif src.is_dir():
-                    _add_tree(tar, src, dest, uid, gid, mode)
-                else:
-                    target = str(PurePosixPath(dest) / src.name) if dest_is_dir else dest
-                    _add_file(tar, src, target, uid, gid, mode)
-    return buf.getvalue()
+    size = _CopySize(where)
+    out = tempfile.TemporaryFile(dir=root)
+    try:
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            for pattern in sources:
+                matches = sorted(glob.glob(str(context / pattern), recursive=False))
+                if not matches:
+                    raise df.DockerfileError(f"{where}: {ins.keyword} source {pattern!r} not found in {context}")
+                for src in map(Path, matches):
+                    if not src.resolve().is_relative_to(context.resolve()):
+                        raise df.DockerfileError(f"{where}: {pattern!r} points outside the build context")
+                    _check_source(src, where)
+                    if ins.keyword == "ADD" and src.is_file() and tarfile.is_tarfile(src):
+                        _add_archive(tar, src, dest, uid, gid, size)
+                    elif src.is_dir():
+                        _add_tree(tar, src, dest, uid, gid, mode, size)
+                    else:
+                        target = str(PurePosixPath(dest) / src.name) if dest_is_dir else dest
+                        _add_file(tar, src, target, uid, gid, mode, size)
+        out.seek(0)
+        digest = hashlib.sha256()
+        while chunk := out.read(1 << 20):
+            digest.update(chunk)
+        out.seek(0)
+        return out, digest.hexdigest()
+    except BaseException:
+        out.close()
+        raise
+
+
+def _check_source(src: Path, where: str) -> None:
+    """Only files, directories and symlinks are copied: opening a FIFO would hang the build
+    (past ``step_timeout_sec``: the read happens before the step starts), and a device or a
+    socket is nothing a layer can hold."""
+    st = src.lstat()
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        kind = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(st.st_mode), "a special file")
+        raise df.DockerfileError(f"{where}: COPY/ADD source {src} is {kind}; only files, directories and "
+                                 "symlinks can be copied into an image")
 
 
 def _is_dir(image: Image, path: str) -> bool:
@@ -347,19 +459,29 @@ def _info(name: str, st: os.stat_result, uid: int, gid: int, mode: int | None) -
     return info
 
 
-def _add_file(tar: tarfile.TarFile, src: Path, target: str, uid: int, gid: int, mode: int | None) -> None:
+def _add_file(tar: tarfile.TarFile, src: Path, target: str, uid: int, gid: int, mode: int | None,
+              size: _CopySize) -> None:
     st = src.lstat()
     info = _info(target, st, uid, gid, mode)
-    if src.is_symlink():
+    if stat.S_ISLNK(st.st_mode):
         info.type, info.linkname = tarfile.SYMTYPE, os.readlink(src)
         tar.addfile(info)
         return
+    _check_source(src, size.where)
+    size.add(src, st.st_size)
     info.size = st.st_size
-    with open(src, "rb") as f:
+    # O_NOFOLLOW|O_NONBLOCK: a file swapped for a link or a FIFO after the lstat is not
+    # followed and does not block; fstat checks it is still the regular file we sized.
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or now.st_size != st.st_size:
+            raise df.DockerfileError(f"{size.where}: COPY/ADD source {src} changed while it was being read")
         tar.addfile(info, f)
 
 
-def _add_tree(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, mode: int | None) -> None:
+def _add_tree(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, mode: int | None,
+              size: _CopySize) -> None:
     tar.addfile(_dir_info(dest, src.stat(), uid, gid, mode))
     for dirpath, dirnames, filenames in os.walk(src):
         dirnames.sort()
@@ -367,11 +489,11 @@ def _add_tree(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, mo
         for d in dirnames:
             path, name = Path(dirpath) / d, str(PurePosixPath(dest) / rel / d)
             if path.is_symlink():  # a link to a dir stays a link (os.walk lists, never enters it)
-                _add_file(tar, path, name, uid, gid, mode)
+                _add_file(tar, path, name, uid, gid, mode, size)
             else:
                 tar.addfile(_dir_info(name, path.stat(), uid, gid, mode))
         for name in sorted(filenames):
-            _add_file(tar, Path(dirpath) / name, str(PurePosixPath(dest) / rel / name), uid, gid, mode)
+            _add_file(tar, Path(dirpath) / name, str(PurePosixPath(dest) / rel / name), uid, gid, mode, size)
 
 
 def _dir_info(name: str, st: os.stat_result, uid: int, gid: int, mode: int | None) -> tarfile.TarInfo:
@@ -380,10 +502,16 @@ def _dir_info(name: str, st: os.stat_result, uid: int, gid: int, mode: int | Non
     return info
 
 
-def _add_archive(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int) -> None:
-    """``ADD local.tar.gz /dir/`` unpacks the archive, as Docker does."""
+def _add_archive(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, size: _CopySize) -> None:
+    """``ADD local.tar.gz /dir/`` unpacks the archive, as Docker does.
+
+    Its members are only re-packed here (streamed, never extracted on the host); the build
+    step's tar unpacks them inside the step's sandbox, and the stored layer is neutralised.
+    """
     with tarfile.open(src) as archive:
-        for member in archive.getmembers():
+        for member in archive:  # streamed: getmembers() would hold every header at once
+            if member.isfile():
+                size.add(src / member.name, member.size)
             data = archive.extractfile(member) if member.isfile() else None
             member.name = str(PurePosixPath(dest) / member.name).lstrip("/")
             tar.addfile(member, data)
