@@ -8,9 +8,10 @@ from pathlib import Path
 from harbor.models.task.config import EnvironmentConfig, NetworkMode
 from harbor.models.task.task import Task
 
-from evokit.sandbox.cgroup import Limits
+from evokit.sandbox.cgroup import Limits, LimitsError
 from evokit.sandbox.image import Image, build_image
 from evokit.sandbox.runtime import Sandbox, SandboxError
+from evokit.tasks.folder import open_task
 
 #: Used when a task sets no ``memory_mb`` / ``storage_mb`` (Harbor leaves them unset): many
 #: sandboxes at once must not be able to take the host's RAM between them.
@@ -18,10 +19,18 @@ DEFAULT_MEMORY_MB = 2048
 DEFAULT_STORAGE_MB = 2048
 
 
-def limits_from_config(env: EnvironmentConfig, *, pids: int | None = 1024) -> Limits:
-    """Harbor's ``[environment]`` cpus / memory_mb / storage_mb → :class:`Limits` (with defaults)."""
-    return Limits(cpus=env.cpus, memory_mb=env.memory_mb or DEFAULT_MEMORY_MB,
-                  storage_mb=env.storage_mb or DEFAULT_STORAGE_MB, pids=pids)
+def limits_from_config(env: EnvironmentConfig, *, pids: int | None = 1024, where: str | Path = "task.toml") -> Limits:
+    """Harbor's ``[environment]`` cpus / memory_mb / storage_mb → :class:`Limits` (with defaults).
+
+    Only a field left out gets the default: ``memory_mb = 0`` is an error naming the field
+    (it used to become the default, and ``cpus = 0`` meant unlimited), as is anything outside
+    :data:`evokit.sandbox.cgroup.LIMIT_RANGES`.
+    """
+    try:
+        return Limits(cpus=env.cpus, memory_mb=DEFAULT_MEMORY_MB if env.memory_mb is None else env.memory_mb,
+                      storage_mb=DEFAULT_STORAGE_MB if env.storage_mb is None else env.storage_mb, pids=pids)
+    except LimitsError as e:
+        raise SandboxError(f"{where}: [environment] {e}") from None
 
 
 def network_allowed(env: EnvironmentConfig) -> bool:
@@ -35,7 +44,7 @@ def network_allowed(env: EnvironmentConfig) -> bool:
 
 
 def image_for_task(task: Task | str | Path, log: Callable[[str], None] = lambda s: None) -> Image:
-    task = task if isinstance(task, Task) else Task(Path(task))
+    task = task if isinstance(task, Task) else open_task(task)
     if task.config.environment.docker_image:
         raise SandboxError(
             f"{task.paths.config_path}: [environment].docker_image={task.config.environment.docker_image!r} "
@@ -48,7 +57,7 @@ def image_for_task(task: Task | str | Path, log: Callable[[str], None] = lambda 
 def sandbox_for_task(task: Task | str | Path, *, image: Image | None = None,
                      log: Callable[[str], None] = lambda s: None) -> Sandbox:
     """A (not yet started) :class:`Sandbox` for ``task`` with its limits, network and workdir."""
-    task = task if isinstance(task, Task) else Task(Path(task))
+    task = task if isinstance(task, Task) else open_task(task)
     env = task.config.environment
     return Sandbox(image or image_for_task(task, log), network=network_allowed(env),
-                   limits=limits_from_config(env), workdir=env.workdir, env=dict(env.env))
+                   limits=limits_from_config(env, where=task.paths.config_path), workdir=env.workdir, env=dict(env.env))
