@@ -32,7 +32,6 @@ import uuid
 from pathlib import Path
 
 from evokit.sandbox import transfer
-
 from evokit.sandbox.bwrap import (
     DOCKER_DEFAULT_CAPS,
     bwrap_base,

@@ -366,7 +366,7 @@ def copy_between(src: Sandbox, dst: Sandbox, paths: Sequence[str], *, max_bytes:
                 dest = _Dest(host=False)
                 _remove(pfd, name)  # replaced, not merged: the agent may have deleted files
 
-                def on_link(lnode: _Node, lpath: str, dirfd: int, lname: str) -> None:
+                def on_link(lnode: _Node, lpath: str, dirfd: int, lname: str, dest: _Dest = dest) -> None:
                     _copy_link(sroot, lnode, lpath, dirfd, lname, tops, budget, dest)
 
                 _copy_node(node, path, pfd, name, dest, budget, on_link, _skip_special(budget))
