@@ -10,8 +10,8 @@ a failure, two processes building at once), and real apt/pip installs at build t
 import io
 import json
 import os
-import subprocess
 import stat
+import subprocess
 import sys
 import tarfile
 import threading

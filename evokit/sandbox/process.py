@@ -16,8 +16,8 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import BinaryIO
 from dataclasses import dataclass
+from typing import BinaryIO
 
 DEFAULT_MAX_OUTPUT = 4 * 1024 * 1024  # bytes kept per stream (head + tail)
 
