@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,8 +44,30 @@ def network_allowed(env: EnvironmentConfig) -> bool:
     return env.network_mode == NetworkMode.PUBLIC
 
 
+#: Where evokit's own loops (verify, rollouts, evolve, train) run their trials: ``local`` (the
+#: bubblewrap sandbox, Linux + root) or ``docker`` (:mod:`evokit.sandbox.docker_backend`, any
+#: machine with a Docker daemon). The one place this is chosen.
+SANDBOX_ENV_VAR = "EVOKIT_SANDBOX"
+SANDBOX_BACKENDS = ("local", "docker")
+
+
+def sandbox_backend() -> str:
+    """``$EVOKIT_SANDBOX`` (``local`` when unset); anything else is a clear error."""
+    value = os.environ.get(SANDBOX_ENV_VAR, "").strip().lower() or "local"
+    if value not in SANDBOX_BACKENDS:
+        raise SandboxError(f"{SANDBOX_ENV_VAR}={value!r} is not a sandbox backend; use one of: "
+                           + ", ".join(SANDBOX_BACKENDS))
+    return value
+
+
 def image_for_task(task: Task | str | Path, log: Callable[[str], None] = lambda s: None) -> Image:
     task = task if isinstance(task, Task) else open_task(task)
+    if sandbox_backend() == "docker":
+        from evokit.sandbox.docker_backend import build_docker_image, prebuilt_docker_image
+
+        if task.config.environment.docker_image:
+            return prebuilt_docker_image(task.config.environment.docker_image, log=log)
+        return build_docker_image(task.paths.environment_dir, log=log)
     if task.config.environment.docker_image:
         raise SandboxError(
             f"{task.paths.config_path}: [environment].docker_image={task.config.environment.docker_image!r} "
@@ -59,5 +82,11 @@ def sandbox_for_task(task: Task | str | Path, *, image: Image | None = None,
     """A (not yet started) :class:`Sandbox` for ``task`` with its limits, network and workdir."""
     task = task if isinstance(task, Task) else open_task(task)
     env = task.config.environment
+    if sandbox_backend() == "docker":
+        from evokit.sandbox.docker_backend import DockerSandbox
+
+        return DockerSandbox(image or image_for_task(task, log), network=network_allowed(env),
+                             limits=limits_from_config(env, where=task.paths.config_path), workdir=env.workdir,
+                             env=dict(env.env))
     return Sandbox(image or image_for_task(task, log), network=network_allowed(env),
                    limits=limits_from_config(env, where=task.paths.config_path), workdir=env.workdir, env=dict(env.env))
