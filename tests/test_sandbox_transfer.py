@@ -9,6 +9,7 @@ and checks what arrives on the other side, what the host's memory did, and, thro
 
 import os
 import stat
+import subprocess
 
 import pytest
 from sandbox_support import running
@@ -248,3 +249,61 @@ def test_upload_writes_through_planted_links_only_inside_the_sandbox(base_image,
         assert _mode(s, "/tests2") == "755 root directory"
         assert s.exec("cat /tests2/x.txt; test -e /nowhere").stdout == "payload\n"
         assert stat.S_ISDIR(os.lstat(victim).st_mode)
+
+
+def test_filtered_download_takes_selected_regular_files_only(base_image, tmp_path):
+    """download_dir_filtered (Harbor's include/exclude/protect) without the sandbox's tar or a host
+    tarfile: matching regular files arrive, links/FIFOs never do, protected names always do."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    with running(base_image) as s:
+        assert s.exec(f"mkdir -p /v/sub && echo a > /v/a.log && echo b > /v/sub/b.log && echo c > /v/c.txt && "
+                      f"echo r > /v/reward.txt && ln -s {victim} /v/esc.log && mkfifo /v/p.log && "
+                      "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/tar", user="root").ok
+        s.download_dir_filtered("/v", tmp_path / "out", include=["*.log"], exclude=["sub/*"],
+                                protect=["reward.txt"])
+        got = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*"))
+        assert got == ["a.log", "reward.txt"]
+        assert os.listdir(victim) == []
+
+
+def test_harbor_trial_downloads_cannot_write_outside_the_trial_dir(tmp_path, sandbox_cache, monkeypatch):
+    """Class 6 end to end: through Harbor's ``Trial`` on ``BubblewrapEnvironment``, a root agent that
+    trojans tar and plants escaping links, a deeper-than-PATH_MAX path, FIFOs and device nodes in
+    /logs/agent and /logs/verifier gets its logs downloaded by Harbor (download_dir) with nothing
+    written outside the trial's own folder."""
+    import asyncio
+
+    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
+    from harbor.trial.trial import Trial
+    from sandbox_support import write_harbor_task
+
+    monkeypatch.setenv("EVOKIT_CACHE", str(sandbox_cache))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("untouched\n")
+    d200 = "d" * 200
+    attack = (f"printf '#!/bin/sh\\necho trojan; exit 0\\n' > /usr/bin/tar; "
+              f"for L in /logs/agent /logs/verifier; do cd $L && ln -s {victim} esc && "
+              f"ln -s ../../../../../../../..{victim} up && mkfifo fifo && mknod disk b 8 0 && "
+              f"for i in $(seq 24); do mkdir {d200} && cd {d200}; done && ln -s {victim}/keep.txt deep_link; done; "
+              "echo hi > /app/out.txt")
+    task = write_harbor_task(tmp_path / "task", solve=attack)
+    before = sorted(os.listdir(tmp_path))
+    config = TrialConfig(task=TaskConfig(path=task), trials_dir=tmp_path / "trials",
+                         agent=AgentConfig(name="oracle"),
+                         environment=EnvironmentConfig(import_path="evokit.sandbox:BubblewrapEnvironment"))
+
+    async def go():
+        return await (await Trial.create(config)).run()
+
+    result = asyncio.run(go())
+    assert result.exception_info is None, result.exception_info
+    assert sorted(os.listdir(tmp_path)) == sorted([*before, "trials"])
+    assert sorted(os.listdir(victim)) == ["keep.txt"] and (victim / "keep.txt").read_text() == "untouched\n"
+    trial_dir = next((tmp_path / "trials").iterdir())
+    found = subprocess.run(["find", str(trial_dir), "(", "-type", "l", "-lname", "/*", ")", "-o", "(", "-type", "l",
+                            "-lname", "*..*", ")", "-o", "-type", "p", "-o", "-type", "b", "-o", "-type", "c"],
+                           capture_output=True, text=True)
+    assert found.returncode == 0 and found.stdout == "", found.stdout[-2000:]
+    assert (trial_dir / "agent" / d200).is_dir()  # the logs themselves did come back

@@ -29,6 +29,8 @@ import tarfile
 import threading
 import time
 import uuid
+from collections.abc import Sequence
+from fnmatch import fnmatch
 from pathlib import Path
 
 from evokit.sandbox import transfer
@@ -276,6 +278,27 @@ class Sandbox:
         copy of its own logs. More than ``max_bytes`` in all is a :class:`SandboxError`.
         """
         _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=False)
+
+    def download_dir_filtered(self, source: str, target: str | Path, *, include: Sequence[str] | None = None,
+                              exclude: Sequence[str] | None = None, protect: Sequence[str] | None = None,
+                              max_bytes: int = 1 << 30) -> None:
+        """Harbor's ``download_dir_filtered``, host-safe: the regular files under ``source`` whose
+        relative path matches an ``include`` glob (all if none) and no ``exclude`` glob (fnmatch,
+        ``*`` matches ``/``); the exact relative paths in ``protect`` always.
+
+        Harbor's own version runs the sandbox's ``tar`` and extracts the archive on the host
+        with ``tarfile``: the trojaned-tar and filter-bypass paths of issue 11, class 6.
+        """
+        protected = set(protect or ())
+
+        def select(rel: str) -> bool:
+            if rel in protected:
+                return True
+            if include and not any(fnmatch(rel, p) for p in include):
+                return False
+            return not (exclude and any(fnmatch(rel, p) for p in exclude))
+
+        _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=False, select=select)
 
 
 def _pidfd_pid(pidfd: int) -> int:

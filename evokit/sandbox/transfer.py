@@ -36,7 +36,7 @@ import errno
 import os
 import posixpath
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -569,12 +569,14 @@ def read_bytes(sandbox: Sandbox, source: str, max_bytes: int) -> bytes:
 
 
 def download(sandbox: Sandbox, source: str, target: Path, max_bytes: int, *, as_file: bool,
-             max_files: int = DEFAULT_MAX_FILES) -> TransferReport:
+             max_files: int = DEFAULT_MAX_FILES, select: Callable[[str], bool] | None = None) -> TransferReport:
     """Stream the file ``source`` to the host file ``target``, or the dir's *contents* into ``target``.
 
     Nothing is written outside ``target``: entries are created with ``O_NOFOLLOW``/``O_EXCL``
     relative to directory fds the host made; a link is kept only if it is relative and stays
     inside ``target``; FIFOs, sockets and device nodes are skipped (all listed in ``refused``).
+    ``select`` (a directory download only) keeps just the regular files whose path relative
+    to ``source`` it accepts, and no links: Harbor's filtered download (``find -type f``).
     """
     budget = _Budget(max_bytes, max_files, f"download of {source}")
     dest = _Dest(host=True)
@@ -595,6 +597,9 @@ def download(sandbox: Sandbox, source: str, target: Path, max_bytes: int, *, as_
             base = _norm(source)
 
             def on_link(lnode: _Node, path: str, dirfd: int, name: str) -> None:
+                if select is not None:
+                    budget.refused.append((path, "a symlink; a filtered download takes regular files only"))
+                    return
                 link = _readlink(lnode)
                 rel_dir = posixpath.dirname(posixpath.relpath(path, base))
                 inside = posixpath.normpath(posixpath.join(rel_dir, link))
@@ -611,7 +616,10 @@ def download(sandbox: Sandbox, source: str, target: Path, max_bytes: int, *, as_
                     budget.refused.append((cpath, f"cannot be opened: {e.strerror}"))
                     continue
                 try:
-                    _copy_node(cnode, cpath, tfd, child, dest, budget, on_link, _skip_special(budget))
+                    if select is None:
+                        _copy_node(cnode, cpath, tfd, child, dest, budget, on_link, _skip_special(budget))
+                    else:
+                        _copy_selected(cnode, cpath, base, tfd, child, dest, budget, select)
                 finally:
                     os.close(cnode.fd)
         finally:
@@ -619,3 +627,37 @@ def download(sandbox: Sandbox, source: str, target: Path, max_bytes: int, *, as_
     finally:
         os.close(node.fd)
     return budget.report()
+
+
+def _copy_selected(node: _Node, path: str, base: str, dirfd: int, name: str, dest: _Dest, budget: _Budget,
+                   select: Callable[[str], bool]) -> None:
+    """:func:`_copy_node` for a filtered download: selected regular files, their dirs made on demand."""
+    budget.entry(path)
+    rel = posixpath.relpath(path, base)
+    if node.kind == "file":
+        if select(rel):
+            _write_file(node, dirfd, name, dest, budget, path)
+    elif node.kind == "dir":
+        fd: int | None = None
+        try:
+            for child in _list(node):
+                cpath = f"{path}/{child}"
+                try:
+                    cnode = _open_node(node.fd, child, _BENEATH)
+                except OSError as e:
+                    budget.refused.append((cpath, f"cannot be opened: {e.strerror}"))
+                    continue
+                try:
+                    if cnode.kind == "dir" or (cnode.kind == "file" and select(posixpath.relpath(cpath, base))):
+                        if fd is None:
+                            fd = _mkdir_at(dirfd, name, 0o755)
+                        _copy_selected(cnode, cpath, base, fd, child, dest, budget, select)
+                    elif cnode.kind != "file":
+                        budget.refused.append((cpath, f"is {cnode.kind}; a filtered download takes regular files only"))
+                finally:
+                    os.close(cnode.fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
+    else:
+        budget.refused.append((path, f"is {node.kind}; a filtered download takes regular files only"))
