@@ -22,6 +22,19 @@ if ((${#need[@]})); then
   fi
 fi
 
+# Registry pulls (evokit.sandbox.registry) need zstd for zstd layers; the tests run a real registry
+# (Debian's docker-registry) on 127.0.0.1 and sign its tokens with openssl.
+need=()
+for tool in zstd docker-registry openssl; do command -v "$tool" >/dev/null || need+=("$tool"); done
+if ((${#need[@]})); then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing zstd docker-registry openssl (missing: ${need[*]})"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zstd docker-registry openssl >/dev/null
+  else
+    echo "setup: registry pulls and their tests need: ${need[*]} (sudo apt-get install -y zstd docker-registry openssl)" >&2
+  fi
+fi
+
 if [ ! -x .venv/bin/python ]; then
   py=""
   for cand in python3.12 python3.13 python3; do

@@ -56,12 +56,15 @@ RUN echo "$VERSION|$APP_VERSION|$GREETING|$OLD_FORM|$(pwd)" > /build.txt
     assert default.env["APP_VERSION"] == "1.0" and default.key != image.key
 
 
-def test_arg_before_from_selects_the_base(tmp_path, sandbox_cache):
-    """``ARG TAG`` before FROM is substituted into FROM; a build arg can make it unsupported."""
+def test_arg_before_from_selects_the_base(tmp_path, sandbox_cache, monkeypatch):
+    """``ARG TAG`` before FROM is substituted into FROM; a build arg can send it to the registry
+    (here a Docker Hub mirror on a closed local port: a clear error naming line, image and mirror)."""
     ctx = make_context(tmp_path / "argfrom", "ARG TAG=bookworm-slim\nFROM debian:${TAG}\n")
     image = build_image(ctx, root=sandbox_cache)
     assert len(image.lowerdirs) == 1 and image.lowerdirs[0].startswith("base/bookworm")
-    with pytest.raises(DockerfileError, match=r"Dockerfile:2: base image 'debian:trixie'"):
+    monkeypatch.setenv("EVOKIT_REGISTRY_MIRRORS", "docker.io=http://127.0.0.1:9")
+    with pytest.raises(ImageBuildError, match=r"Dockerfile:2: image 'debian:trixie' from http://127.0.0.1:9: "
+                                              r"cannot reach the registry"):
         build_image(ctx, root=sandbox_cache, build_args={"TAG": "trixie"})
 
 

@@ -84,21 +84,29 @@ def _is_v2() -> bool:
     return (ROOT / "cgroup.controllers").exists()
 
 
+def parent_dirs() -> list[Path]:
+    """The cgroup dirs (one per controller used) under which this process makes sandbox cgroups."""
+    if _is_v2():
+        return [ROOT / _own_path("").lstrip("/")]
+    return [ROOT / c / _own_path(c).lstrip("/") for c in _V1_CONTROLLERS if (ROOT / c).is_dir()]
+
+
 class Cgroup:
-    """A set of same-named cgroups (one per controller) with limits applied."""
+    """A set of same-named cgroups (one per controller) with limits applied.
+
+    If making the directories or applying a limit fails, the directories made so far are
+    removed before the error propagates: a failed start leaves no cgroup behind.
+    """
 
     def __init__(self, name: str, limits: Limits):
-        self.dirs: list[Path] = []
-        if _is_v2():
-            base = ROOT / _own_path("").lstrip("/")
-            self.dirs = [base / name]
-        else:
-            for c in _V1_CONTROLLERS:
-                if (ROOT / c).is_dir():
-                    self.dirs.append(ROOT / c / _own_path(c).lstrip("/") / name)
-        for d in self.dirs:
-            d.mkdir(exist_ok=True)
-        self._apply(limits)
+        self.dirs: list[Path] = [parent / name for parent in parent_dirs()]
+        try:
+            for d in self.dirs:
+                d.mkdir(exist_ok=True)
+            self._apply(limits)
+        except BaseException:
+            self.kill(timeout=0.5)
+            raise
 
     def _write(self, filename: str, value: str) -> bool:
         for d in self.dirs:

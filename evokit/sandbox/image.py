@@ -2,7 +2,11 @@
 
 * The base (``FROM debian:bookworm*`` / ``debian:12*``, any registry prefix, tag suffix
   or digest) is a Debian root filesystem made once by ``mmdebstrap --variant=minbase``
-  (close to ``debian:bookworm-slim``) and cached under ``<cache>/base/<suite>``.
+  (close to ``debian:bookworm-slim``) and cached under ``<cache>/base/<suite>``: it needs
+  no registry. Any other base (``python:3.12-slim``, ``ghcr.io/o/r@sha256:…``) is pulled
+  with the registry API (:mod:`evokit.sandbox.registry`), each of its layers unpacked once
+  into ``<cache>/layers/oci1-<digest>`` (:mod:`evokit.sandbox.oci_layers`); see
+  :func:`use_mmdebstrap` for the precedence and :func:`pull_image`.
 * Every ``RUN``, ``COPY``/``ADD`` and ``WORKDIR`` becomes one layer: the upper directory
   of an overlay mounted over the layers below it, kept under ``<cache>/layers/<key>``.
   The key chains the parent key with the instruction, the build variables in force and
@@ -16,7 +20,8 @@
 
 Deviation from Docker (stated here, checked by tests): ``RUN`` steps have network
 access and run as root with Docker's default capabilities, but there is no seccomp
-profile; the base is minbase from Debian's archive, not the registry's image bytes.
+profile; a Debian bookworm base is minbase from Debian's archive, not the registry's image
+bytes (unless ``$EVOKIT_DEBIAN_SOURCE=registry``).
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ from pathlib import Path, PurePosixPath
 from evokit.sandbox import dockerfile as df
 from evokit.sandbox.bwrap import bwrap_base, host_env, overlay_argv, require_tools
 from evokit.sandbox.cgroup import Cgroup, Limits
+from evokit.sandbox.oci_layers import LAYER_FORMAT, LayerError, unpack_layer
 from evokit.sandbox.process import run_capped
+from evokit.sandbox.registry import RegistryConfig, RegistryError, parse_reference, pull
 
 BASE_FORMAT = 1  # bump to invalidate every cached base rootfs
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -132,6 +139,78 @@ def debian_suite(image_ref: str, where: str = "Dockerfile") -> str:
     return "bookworm"
 
 
+def _from_args(text: str, where: str) -> str:
+    """``[--platform=P] IMAGE [AS NAME]`` → IMAGE (a platform other than the host's is refused)."""
+    tokens = text.split()
+    while tokens and tokens[0].startswith("--"):
+        flag = tokens.pop(0)
+        name, _, value = flag.partition("=")
+        host = RegistryConfig()
+        if name != "--platform":
+            raise df.DockerfileError(f"{where}: FROM {flag} is not supported; {df.DOCKER_BACKEND_HINT}")
+        if value.split("/")[:2] != [host.os, host.architecture] and "$" not in value:
+            raise df.DockerfileError(f"{where}: FROM --platform={value}: the local sandbox runs only the "
+                                     f"host's platform {host.os}/{host.architecture}")
+    if len(tokens) == 1 or (len(tokens) == 3 and tokens[1].lower() == "as"):
+        return tokens[0]
+    raise df.DockerfileError(f"{where}: cannot parse FROM {text!r} (expected FROM IMAGE [AS NAME])")
+
+
+def use_mmdebstrap(from_args: str) -> bool:
+    """Whether ``FROM`` builds Debian's minbase offline with mmdebstrap instead of pulling.
+
+    Precedence: ``debian:bookworm*``/``debian:12*`` (Docker Hub's official image, under any
+    registry prefix) keeps the offline mmdebstrap base, so machines without registry access
+    still build Debian tasks; ``$EVOKIT_DEBIAN_SOURCE=registry`` pulls it like any other image.
+    """
+    ref = from_args.split()[0] if from_args.split() else ""
+    return bool(_DEBIAN.match(ref)) and os.environ.get("EVOKIT_DEBIAN_SOURCE", "mmdebstrap") != "registry"
+
+
+def pull_image(image_ref: str, *, root: Path | None = None, where: str = "FROM",
+               log: Callable[[str], None] = lambda s: None) -> Image:
+    """A registry image (``FROM`` or ``[environment].docker_image``) as cached overlay layers.
+
+    Pulled with :func:`evokit.sandbox.registry.pull` and unpacked by
+    :func:`evokit.sandbox.oci_layers.unpack_layer`. Like ``docker build`` without ``--pull``,
+    a reference is resolved once per cache and then reused offline; ``$EVOKIT_PULL=always``
+    resolves it again. The image config's ``Env``, ``WorkingDir``, ``User`` and ``Shell``
+    apply; ``Cmd``/``Entrypoint`` do not (a sandbox runs its own init, as Harbor's does).
+    """
+    root = secure_cache_root(Path(root or cache_root()))
+    name = _from_args(image_ref, where)
+    config = RegistryConfig.from_env()
+    try:
+        ref = parse_reference(name)
+        record = root / "images" / (_hash(str(ref), config.endpoint(ref.registry), config.os,
+                                          config.architecture, LAYER_FORMAT) + ".json")
+        with _Lock(root / "locks" / f"pull-{record.stem}.lock"):
+            if not record.is_file() or os.environ.get("EVOKIT_PULL") == "always":
+                pulled = pull(name, root / "blobs", config, log)
+                if not pulled.layers:
+                    raise RegistryError(f"image {name!r} has no layers; nothing to build on")
+                layers = [unpack_layer(path, d.digest, root, image=name,
+                                       finish=lambda tmp: neutralise_layer(tmp, where))
+                          for d, path in zip(pulled.layers, pulled.blob_paths)]
+                for path in pulled.blob_paths:  # unpacked: the compressed copy is not needed again
+                    path.unlink(missing_ok=True)
+                record.parent.mkdir(parents=True, exist_ok=True)
+                tmp = record.with_name(f".tmp-{uuid.uuid4().hex[:8]}")
+                tmp.write_text(json.dumps({"reference": str(ref), "manifest": pulled.manifest_digest,
+                                           "layers": layers, "config": pulled.config}))
+                os.rename(tmp, record)
+    except (RegistryError, LayerError) as e:
+        raise ImageBuildError(f"{where}: {e}") from None
+    saved = json.loads(record.read_text())
+    cfg = saved["config"].get("config") or {}
+    env = dict(e.split("=", 1) for e in cfg.get("Env") or [] if "=" in e)
+    shell = cfg.get("Shell")
+    return Image(key=_hash("oci", saved["manifest"], LAYER_FORMAT), root=root,
+                 lowerdirs=tuple(reversed(saved["layers"])), env=env,
+                 workdir=cfg.get("WorkingDir") or "/", user=cfg.get("User") or None,
+                 shell=tuple(shell) if isinstance(shell, list) and shell else ("/bin/sh", "-c"))
+
+
 class _Lock:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,9 +282,15 @@ def build_image(
     for n, ins in enumerate(instructions, 1):
         where = f"{dockerfile}:{ins.line}"
         if ins.keyword == "FROM":
-            suite = debian_suite(df.substitute(ins.args, state.args), where)
-            lowerdirs = [ensure_base(suite, root, log)]
-            key = _hash("base", lowerdirs[0])
+            ref = df.substitute(ins.args, state.args)
+            if use_mmdebstrap(ref):
+                lowerdirs = [ensure_base(debian_suite(ref, where), root, log)]
+                key = _hash("base", lowerdirs[0])
+            else:
+                base = pull_image(ref, root=root, where=where, log=log)
+                lowerdirs, key = list(base.lowerdirs), base.key
+                state.env = {"PATH": DEFAULT_PATH, **base.env}
+                state.workdir, state.user, state.shell = base.workdir, base.user, base.shell
         elif ins.keyword == "ARG":
             for name, value in df.parse_key_values(ins.args, "ARG", where).items():
                 state.args[name] = (build_args or {}).get(name, df.substitute(value, state.variables()))

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 
-from evokit.sandbox import transfer
+from evokit.sandbox import netns, seccomp, stale, transfer
 from evokit.sandbox.bwrap import (
     DOCKER_DEFAULT_CAPS,
     bwrap_base,
@@ -42,10 +42,11 @@ from evokit.sandbox.bwrap import (
     require_tools,
 )
 from evokit.sandbox.cgroup import Cgroup, Limits
+from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
 from evokit.sandbox.image import Image, _as_user
 from evokit.sandbox.process import SUBPROCESS_CLOCK, ExecResult, run_capped
 
-RUN_DIR = Path(os.environ.get("EVOKIT_RUN_DIR", "/run/evokit"))
+RUN_DIR = stale.RUN_DIR
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 ETC_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
 
@@ -59,8 +60,9 @@ class Sandbox:
 
     Args:
         image: what :func:`evokit.sandbox.image.build_image` returned.
-        network: give the sandbox the host's network (Harbor ``network_mode = "public"``);
-            otherwise it has only a loopback interface that is down.
+        network: outbound access (Harbor ``network_mode = "public"``) through slirp4netns from
+            the sandbox's own network namespace, host loopback refused (:mod:`evokit.sandbox.netns`);
+            otherwise the namespace has only its loopback interface (up, for local servers).
         limits: cpu / memory / storage / pid limits (see :class:`Limits`).
         workdir: default cwd of ``exec`` (the task's ``workdir``, else the image's WORKDIR).
         env: extra variables for every command, over the image's ``ENV``.
@@ -79,20 +81,44 @@ class Sandbox:
         self._own_pids: set[int] = set()
         self._ns: dict[str, str] = {}
         self.cgroup: Cgroup | None = None
+        self._lease: stale.Lease | None = None
+        self._outbound: netns.Outbound | None = None
+        self._resolv: str | None = None
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> Sandbox:
-        require_tools("unshare", "nsenter", "bwrap")
+        """Start the init (and, with ``network``, its slirp4netns); on any failure undo all of it.
+
+        First takes a lease on the sandbox's host state (:mod:`evokit.sandbox.stale`), and the
+        first start in a process removes state left by harnesses that died (SIGKILL).
+        """
+        require_tools("unshare", "nsenter", "bwrap", *(("slirp4netns",) if self.network else ()))
+        if self._lease is not None:
+            raise SandboxError("start() on a sandbox that was already started")
+        stale.clean_once(self.state_dir.parent)
+        self._lease = stale.Lease(self.state_dir.parent, self.id)
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        self._lease.record(state_dir=str(self.state_dir),
+                           cgroup_dirs=[str(d / f"evokit-{self.id}") for d in cgroup_parent_dirs()])
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.cgroup = Cgroup(f"evokit-{self.id}", self.limits)
+        self._resolv = str(netns.resolv_conf()) if self.network else None
         info_r, info_w = os.pipe()
-        inner = bwrap_base(network=self.network, cwd="/", env={"PATH": self.env.get("PATH", "/usr/bin:/bin")},
-                           die_with_parent=True)
-        inner += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
+        filter_fd = seccomp.fd()
+        inner = bwrap_base(resolv_conf=self._resolv, seccomp_fd=filter_fd, cwd="/",
+                           env={"PATH": self.env.get("PATH", "/usr/bin:/bin")}, die_with_parent=True)
+        # Always a network namespace of its own: with ``network`` slirp4netns connects it to the
+        # outside below; without, it has only its loopback (up, as Docker's network "none").
+        inner += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", "sandbox",
                   "--info-fd", str(info_w)]
-        if not self.network:
-            inner.append("--unshare-net")
         # The init makes the harness dirs, says "ready" (so start() returns only once the
         # sandbox can take commands), then sleeps as the namespaces' anchor.
         # Like Docker, give the sandbox an /etc/hosts (minbase has none): without it
@@ -105,10 +131,13 @@ class Sandbox:
         argv = overlay_argv(cache_root=self.image.root, lowerdirs=self.image.lowerdirs,
                             upper_root=self.state_dir, tmpfs_bytes=storage, inner=inner)
         t_start = time.monotonic()
-        self._init = subprocess.Popen(self.cgroup.wrap(argv), pass_fds=(info_w,), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      start_new_session=True, env=host_env())
-        os.close(info_w)
+        try:
+            self._init = subprocess.Popen(self.cgroup.wrap(argv), pass_fds=(info_w, filter_fd),
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          start_new_session=True, env=host_env())
+        finally:
+            os.close(info_w)
+            os.close(filter_fd)
         with os.fdopen(info_r, "rb") as f:
             raw = f.read()  # bwrap closes the fd once the sandbox is set up (or on failure)
         ready = self._init.stdout.readline()
@@ -117,18 +146,21 @@ class Sandbox:
         if not raw or ready.strip() != b"ready":
             self._init.wait(timeout=10) if self._init.poll() is None and not raw else None
             err = self._init.stderr.read().decode(errors="replace") if self._init.poll() is not None else ""
-            self.stop()
             raise SandboxError(f"sandbox failed to start: {err.strip() or 'the init never became ready'}")
         child = json.loads(raw)["child-pid"]
         self._ns = {name: f"/proc/{child}/ns/{name}" for name in ("net", "uts", "ipc", "pid")}
         self._ns["mnt"] = f"/proc/{self._init.pid}/ns/mnt"
         self._pidns_fd = os.open(self._ns["pid"], os.O_RDONLY)
         self._pid1_fd = os.pidfd_open(child)
-        # The processes that are the sandbox itself (outer bwrap, pid 1, the anchor sleep):
+        # The processes that are the sandbox itself (outer bwrap, pid 1, the anchor sleep, slirp):
         # everything else in the cgroup was started by a command.
         children = Path(f"/proc/{child}/task/{child}/children").read_text().split()
         self._own_pids = {self._init.pid, child, *map(int, children)}
-        return self
+        if self.network:
+            t_net = time.monotonic()
+            self._outbound = netns.Outbound(child, wrap=self.cgroup.wrap)
+            SUBPROCESS_CLOCK.add(time.monotonic() - t_net)
+            self._own_pids.add(self._outbound.pid)
 
     def kill_commands(self, rounds: int = 50) -> int:
         """Kill every process that commands started (background daemons too); keep the sandbox.
@@ -174,6 +206,9 @@ class Sandbox:
                 if self._init.stderr:
                     self._init.stderr.close()
                 self._init = None
+            if self._outbound is not None:
+                self._outbound.close()
+                self._outbound = None
             for fd in (self._pidns_fd, self._pid1_fd):
                 if fd is not None:
                     os.close(fd)
@@ -188,6 +223,9 @@ class Sandbox:
                     d.rmdir()
                 except OSError:
                     pass
+            if self._lease is not None:
+                self._lease.release()  # last: until here a cleaner must not think the state is free
+                self._lease = None
 
     @property
     def running(self) -> bool:
@@ -212,15 +250,19 @@ class Sandbox:
         user = self.image.user if user is None else str(user)
         merged_env = {**self.env, **(env or {})}
         merged_env.setdefault("HOME", "/root")
-        inner = bwrap_base(network=self.network, cwd=cwd or self.workdir, env=merged_env,
-                           caps=DOCKER_DEFAULT_CAPS)
-        inner[2] = str(self.state_dir / "merged")  # the merged root, as mounted by the init
-        full = ["nsenter", f"--mount={self._ns['mnt']}", f"--net={self._ns['net']}",
-                f"--uts={self._ns['uts']}", f"--ipc={self._ns['ipc']}", "--",
-                *inner, "--pidns", str(self._pidns_fd), "--", *_as_user(argv, user)]
-        return run_capped(self.cgroup.wrap(full), stdin=stdin, timeout_sec=timeout_sec,
-                          pass_fds=(self._pidns_fd,), max_output_bytes=max_output_bytes, env=host_env(),
-                          keep_bytes=keep_bytes)
+        filter_fd = seccomp.fd()
+        try:
+            inner = bwrap_base(resolv_conf=self._resolv, seccomp_fd=filter_fd, cwd=cwd or self.workdir,
+                               env=merged_env, caps=DOCKER_DEFAULT_CAPS)
+            inner[2] = str(self.state_dir / "merged")  # the merged root, as mounted by the init
+            full = ["nsenter", f"--mount={self._ns['mnt']}", f"--net={self._ns['net']}",
+                    f"--uts={self._ns['uts']}", f"--ipc={self._ns['ipc']}", "--",
+                    *inner, "--pidns", str(self._pidns_fd), "--", *_as_user(argv, user)]
+            return run_capped(self.cgroup.wrap(full), stdin=stdin, timeout_sec=timeout_sec,
+                              pass_fds=(self._pidns_fd, filter_fd), max_output_bytes=max_output_bytes,
+                              env=host_env(), keep_bytes=keep_bytes)
+        finally:
+            os.close(filter_fd)
 
     # ---------------------------------------------------------------- files
     # Every transfer goes through evokit.sandbox.transfer: the host walks the sandbox's root

@@ -10,7 +10,7 @@ from harbor.models.task.config import EnvironmentConfig, NetworkMode
 from harbor.models.task.task import Task
 
 from evokit.sandbox.cgroup import Limits, LimitsError
-from evokit.sandbox.image import Image, build_image
+from evokit.sandbox.image import Image, build_image, pull_image
 from evokit.sandbox.runtime import Sandbox, SandboxError
 from evokit.tasks.folder import open_task
 
@@ -68,11 +68,9 @@ def image_for_task(task: Task | str | Path, log: Callable[[str], None] = lambda 
         if task.config.environment.docker_image:
             return prebuilt_docker_image(task.config.environment.docker_image, log=log)
         return build_docker_image(task.paths.environment_dir, log=log)
-    if task.config.environment.docker_image:
-        raise SandboxError(
-            f"{task.paths.config_path}: [environment].docker_image={task.config.environment.docker_image!r} "
-            "is a prebuilt registry image, which the local sandbox cannot pull; use Harbor's docker backend"
-        )
+    if image := task.config.environment.docker_image:
+        # A prebuilt image: pulled like a FROM line, with no Dockerfile steps on top.
+        return pull_image(image, where=f"{task.paths.config_path}: [environment].docker_image", log=log)
     return build_image(task.paths.environment_dir, step_timeout_sec=task.config.environment.build_timeout_sec,
                        log=log)
 
