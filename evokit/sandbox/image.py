@@ -18,9 +18,10 @@
   published by an atomic ``rename``; two processes building the same image get one
   correct cache entry, and a killed build leaves only a temp dir that is never read.
 
-Deviation from Docker (stated here, checked by tests): ``RUN`` steps have network
-access and run as root with Docker's default capabilities, but there is no seccomp
-profile; a Debian bookworm base is minbase from Debian's archive, not the registry's image
+Deviation from Docker (stated here, checked by tests): ``RUN`` steps have outbound network
+access (their own namespace through slirp4netns, never the host's) and run as root with
+Docker's default capabilities; the seccomp filter refuses the keyring syscalls only
+(:mod:`evokit.sandbox.seccomp`), not Docker's whole list; a Debian bookworm base is minbase from Debian's archive, not the registry's image
 bytes (unless ``$EVOKIT_DEBIAN_SOURCE=registry``).
 """
 
@@ -43,8 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from evokit.sandbox import dockerfile as df
+from evokit.sandbox import netns, seccomp, stale
 from evokit.sandbox.bwrap import bwrap_base, host_env, overlay_argv, require_tools
 from evokit.sandbox.cgroup import Cgroup, Limits
+from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
 from evokit.sandbox.oci_layers import LAYER_FORMAT, LayerError, unpack_layer
 from evokit.sandbox.process import run_capped
 from evokit.sandbox.registry import RegistryConfig, RegistryError, parse_reference, pull
@@ -359,25 +362,58 @@ def _layer(root: Path, lowerdirs: list[str], parent: str, spec: list, argv: list
 
 def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin: bytes | None,
               state: _State, where: str, timeout: float) -> None:
-    tmp = root / "layers" / f".tmp-{uuid.uuid4().hex[:12]}"
-    (tmp / "upper").mkdir(parents=True)
-    (tmp / "work").mkdir()
-    env = {**{k: v for k, v in os.environ.items() if k in _PROXY_VARS}, **state.variables()}
-    env.setdefault("HOME", "/root")
-    ca_args: list[str] = []
-    if ca := host_ca_bundle():
-        ca_args = ["--tmpfs", _BUILD_CA_DIR, "--ro-bind", str(ca), f"{_BUILD_CA_DIR}/ca.crt"]
-        for var in _CA_ENV:
-            env.setdefault(var, "1" if var == "UV_NATIVE_TLS" else f"{_BUILD_CA_DIR}/ca.crt")
-    inner = bwrap_base(network=True, cwd="/", env=env) + ca_args + [
-        "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "evokit-build",
-        "--", "/bin/sh", "-c", 'mkdir -p "$0" && cd "$0" && exec "$@"', state.workdir, *argv,
-    ]
-    cgroup = Cgroup(f"evokit-build-{tmp.name.removeprefix('.tmp-')}", BUILD_LIMITS)
+    """Run one build step in a sandbox of its own: own network namespace with outbound access
+    (slirp4netns, host loopback refused: :mod:`evokit.sandbox.netns`), the keyring filter
+    (:mod:`evokit.sandbox.seccomp`), its own cgroup, under a lease (:mod:`evokit.sandbox.stale`)
+    so that a killed build's temp dir and cgroup are removed by the next run."""
+    build_id = uuid.uuid4().hex[:12]
+    tmp = root / "layers" / f".tmp-{build_id}"
+    stale.clean_once(stale.RUN_DIR)
+    lease = stale.Lease(stale.RUN_DIR, f"build-{build_id}")
+    lease.record(tmp_dir=str(tmp), cgroup_dirs=[str(d / f"evokit-build-{build_id}") for d in cgroup_parent_dirs()])
+    cgroup = outbound = None
+    fds: list[int] = []
     try:
+        (tmp / "upper").mkdir(parents=True)
+        (tmp / "work").mkdir()
+        env = {**{k: v for k, v in os.environ.items() if k in _PROXY_VARS}, **state.variables()}
+        env.setdefault("HOME", "/root")
+        ca_args: list[str] = []
+        if ca := host_ca_bundle():
+            ca_args = ["--tmpfs", _BUILD_CA_DIR, "--ro-bind", str(ca), f"{_BUILD_CA_DIR}/ca.crt"]
+            for var in _CA_ENV:
+                env.setdefault(var, "1" if var == "UV_NATIVE_TLS" else f"{_BUILD_CA_DIR}/ca.crt")
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        filter_fd = seccomp.fd()
+        fds = [info_r, info_w, block_r, block_w, filter_fd]
+        # --block-fd: the step's command waits until slirp4netns has configured its namespace.
+        inner = bwrap_base(resolv_conf=str(netns.resolv_conf()), seccomp_fd=filter_fd, cwd="/", env=env) + ca_args + [
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", "evokit-build",
+            "--info-fd", str(info_w), "--block-fd", str(block_r),
+            "--", "/bin/sh", "-c", 'mkdir -p "$0" && cd "$0" && exec "$@"', state.workdir, *argv,
+        ]
+        cgroup = Cgroup(f"evokit-build-{build_id}", BUILD_LIMITS)
+
+        def connect(proc) -> None:
+            nonlocal outbound
+            for fd in (info_w, block_r, filter_fd):  # the child has its copies now
+                os.close(fd)
+                fds.remove(fd)
+            raw = b""  # bwrap closes it before it blocks; EOF at once if it failed before
+            while chunk := os.read(info_r, 4096):
+                raw += chunk
+            if raw:
+                outbound = netns.Outbound(json.loads(raw)["child-pid"], wrap=cgroup.wrap)
+            try:
+                os.write(block_w, b"x")
+            except BrokenPipeError:  # bwrap already failed; run_capped reports how
+                pass
+
         res = run_capped(cgroup.wrap(overlay_argv(cache_root=root, lowerdirs=lowerdirs, upper_root=tmp,
                                                   tmpfs_bytes=None, inner=inner)),
-                         stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024, env=host_env())
+                         stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024, env=host_env(),
+                         pass_fds=(info_w, block_r, filter_fd), on_start=connect)
         if res.timed_out or res.return_code != 0:
             why = f"timed out after {timeout:.0f}s" if res.timed_out else f"exit code {res.return_code}"
             raise ImageBuildError(f"{where}: build step failed ({why}):\n{(res.stdout + res.stderr)[-4000:]}")
@@ -390,8 +426,14 @@ def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin
             if not (root / rel).is_dir():  # lost a race to an identical layer: fine
                 raise
     finally:
-        cgroup.kill()
+        for fd in fds:
+            os.close(fd)
+        if outbound is not None:
+            outbound.close()
+        if cgroup is not None:
+            cgroup.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+        lease.release()
 
 
 def neutralise_layer(upper: Path, where: str = "") -> list[str]:
