@@ -94,9 +94,14 @@ def test_copy_between_caps_bytes_and_names_where_it_stopped(base_image):
         report = copy_between(src, dst, ["/app/ready.txt"], max_bytes=MiB)
         assert report.refused == (("/app/ready.txt", "missing in the source (removed in the destination)"),)
         assert dst.exec("test -e /app/ready.txt").return_code == 1
-        for bad in ("app", "/app/../etc", "/"):
+        for bad in ("app", "/app/../etc", "/", "/tests", "/logs", "/logs/verifier/reward.txt", "/proc/1"):
             with pytest.raises(ValueError):
                 copy_between(src, dst, [bad], max_bytes=MiB)
+        assert src.exec("mkdir -p /app/many && cd /app/many && seq 1 300 | xargs touch").ok
+        with pytest.raises(TransferError, match="more than 100 files and directories"):
+            copy_between(src, dst, ["/app/many"], max_bytes=MiB, max_files=100)
+        copy_between(src, dst, ["/app/many", "/logs/artifacts"], max_bytes=MiB)
+        assert dst.exec("ls /app/many | wc -l").stdout.strip() == "300"
 
 
 def test_copy_between_ignores_a_trojaned_tar_and_shell(base_image):
@@ -147,21 +152,24 @@ def test_sparse_3gib_log_download_keeps_host_memory_bounded(base_image, tmp_path
             s.read_file("/logs/agent/huge.log")
 
 
-def test_download_never_writes_outside_the_target(base_image, tmp_path):
-    """Class 6: a root agent plants absolute and escaping links, a link chain, a path deeper than
-    PATH_MAX with a link at its end (the tarfile filter-bypass shape), FIFOs and device nodes; the
-    host gets the files, the links that stay inside, and nothing anywhere else."""
+@pytest.mark.parametrize("user", ["root", "agent"])
+def test_download_never_writes_outside_the_target(base_image, tmp_path, user):
+    """Class 6: an agent (root, or uid 1234) plants absolute and escaping links, a link chain, a path
+    deeper than PATH_MAX with a link at its end (the tarfile filter-bypass shape), FIFOs and (root)
+    device nodes; the host gets the files, the links that stay inside, and nothing anywhere else."""
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "keep.txt").write_text("untouched\n")
     deep = "/".join(["d" * 200] * 24)  # ~4.8 kB: deeper than PATH_MAX
     up = "/".join([".."] * 30)
     with running(base_image) as s:
-        res = s.exec(f"set -e; mkdir -p /out && cd /out && for i in $(seq 24); do mkdir {'d' * 200}; cd {'d' * 200}; "
+        assert s.exec("mkdir /out && chown agent /out").ok
+        device = "mknod disk b 8 0" if user == "root" else "touch disk && rm disk"
+        res = s.exec(f"set -e; cd /out && for i in $(seq 24); do mkdir {'d' * 200}; cd {'d' * 200}; "
                      f"done; echo deep > f && "
                      f"ln -s {up}{victim} esc && ln -s {victim} abs && cd /out && ln -s {victim} victim && "
-                     f"ln -s victim chain && mkfifo pipe && mknod disk b 8 0 && echo ok > plain && "
-                     f"ln -s plain inside", user="root")
+                     f"ln -s victim chain && mkfifo pipe && {device} && echo ok > plain && "
+                     f"ln -s plain inside", user=user)
         assert res.ok, res.stderr
         before = sorted(os.listdir(tmp_path))
         s.download_dir("/out", tmp_path / "dl")

@@ -53,6 +53,9 @@ _IN_ROOT = RESOLVE_IN_ROOT | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS
 _BENEATH = RESOLVE_BENEATH | RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS
 _CHUNK = 1 << 20  # sendfile window
 DEFAULT_MAX_FILES = 200_000  # entries per transfer: an agent's million empty files stop here
+#: Paths ``copy_between`` never carries (or carries over): what the verifier side uploads or
+#: writes itself (tests, the oracle's solution, the reward) and the kernel's mounts.
+VERIFIER_ONLY = ("/tests", "/solution", "/logs/verifier", "/proc", "/sys", "/dev")
 
 
 class TransferError(RuntimeError):
@@ -340,12 +343,19 @@ def copy_between(src: Sandbox, dst: Sandbox, paths: Sequence[str], *, max_bytes:
     * FIFOs, sockets and device nodes are skipped (listed in ``refused``), never opened;
     * set-uid/set-gid bits are dropped; owners, permission bits and mtimes are kept;
     * more than ``max_bytes`` in all (apparent sizes) or ``max_files`` entries raises
-      :class:`TransferError` naming the path where it stopped.
+      :class:`TransferError` naming the path where it stopped;
+    * a path that is, is inside or contains one of :data:`VERIFIER_ONLY` (``/tests``,
+      ``/logs/verifier``...) is a ``ValueError``: an agent must not pre-seed the verifier's files.
     """
     budget = _Budget(max_bytes, max_files, "copy between sandboxes")
     norm = sorted({_norm(p) for p in paths})
     if "/" in norm:
         raise ValueError("copy_between cannot copy the whole root '/'; name the agent's paths")
+    for p in norm:
+        for r in VERIFIER_ONLY:
+            if p == r or p.startswith(r + "/") or r.startswith(p + "/"):
+                raise ValueError(f"copy_between: {p} overlaps {r}, which only the harness writes; "
+                                 "the agent's work may not be copied there")
     tops = [p for p in norm if not any(p != q and p.startswith(q + "/") for q in norm)]
     with _root(src) as sroot, _root(dst) as droot:
         for path in tops:
