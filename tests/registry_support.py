@@ -277,14 +277,17 @@ def rootfs_layer(rootfs: Path, out: Path) -> Path:
 
 
 class TamperingProxy:
-    """Forwards GETs to ``upstream``; flips one byte of blob and by-digest manifest bodies."""
+    """Forwards GETs to ``upstream`` and records their paths; flips bytes of blob and by-digest
+    manifest bodies when asked to (with both flags off it is a plain recording proxy)."""
 
     def __init__(self, upstream: str, *, tamper_blobs: bool = True, tamper_manifests: bool = True):
         proxy = self
         self.upstream = upstream
+        self.paths: list[str] = []
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
+                proxy.paths.append(self.path)
                 req = urllib.request.Request(upstream + self.path, headers={
                     k: v for k, v in self.headers.items() if k.lower() in ("accept", "authorization")})
                 try:
@@ -313,7 +316,6 @@ class TamperingProxy:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.host = f"127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        del proxy
 
     def close(self) -> None:
         self.httpd.shutdown()

@@ -20,9 +20,22 @@ from pathlib import Path
 
 import pytest
 from registry_support import (
-    LAYER_GZIP, LAYER_ZSTD, OCI_INDEX, LocalRegistry, TamperingProxy, TokenServer, free_port,
-    gzip_bytes, image_config, layer_tar, mount_blob, push_blob, push_image, push_manifest,
-    rootfs_layer, zstd_bytes,
+    LAYER_GZIP,
+    LAYER_ZSTD,
+    OCI_INDEX,
+    LocalRegistry,
+    TamperingProxy,
+    TokenServer,
+    free_port,
+    gzip_bytes,
+    image_config,
+    layer_tar,
+    mount_blob,
+    push_blob,
+    push_image,
+    push_manifest,
+    rootfs_layer,
+    zstd_bytes,
 )
 from sandbox_support import link_base, make_context, running
 
@@ -274,6 +287,20 @@ def test_short_name_goes_to_the_docker_hub_mirror(reg, pulled_cache, tmp_path, m
     ctx = make_context(tmp_path / "ctx", "FROM pyfake:3.12-slim\nRUN cat /opt/zstd.txt > /copy.txt\n")
     with running(build_image(ctx, root=pulled_cache)) as s:
         assert sh(s, "cat /copy.txt") == "from a zstd layer"
+
+
+def test_layers_already_unpacked_are_not_downloaded_again(reg, pulled_cache):
+    """Another image on the same layers (here the same image under Docker Hub's library/ name)
+    fetches its manifest only (config blobs are kept), and shares the cached layer dirs."""
+    first = pull_image(f"{reg.open.host}/evokit/foo:1", root=pulled_cache)
+    proxy = TamperingProxy(reg.open.url, tamper_blobs=False, tamper_manifests=False)
+    try:
+        second = pull_image(f"{proxy.host}/library/pyfake:3.12-slim", root=pulled_cache)
+    finally:
+        proxy.close()
+    assert second.lowerdirs == first.lowerdirs
+    assert any("/library/pyfake/manifests/3.12-slim" in p for p in proxy.paths)  # it did resolve
+    assert not [p for p in proxy.paths if "/blobs/" in p]  # no layer (and the config is cached)
 
 
 @pytest.mark.parametrize("blobs,manifests", [(True, False), (False, True)])

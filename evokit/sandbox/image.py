@@ -48,7 +48,7 @@ from evokit.sandbox import netns, seccomp, stale
 from evokit.sandbox.bwrap import bwrap_base, host_env, overlay_argv, require_tools
 from evokit.sandbox.cgroup import Cgroup, Limits
 from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
-from evokit.sandbox.oci_layers import LAYER_FORMAT, LayerError, unpack_layer
+from evokit.sandbox.oci_layers import LAYER_FORMAT, LayerError, layer_rel, unpack_layer
 from evokit.sandbox.process import run_capped
 from evokit.sandbox.registry import RegistryConfig, RegistryError, parse_reference, pull
 
@@ -189,13 +189,15 @@ def pull_image(image_ref: str, *, root: Path | None = None, where: str = "FROM",
                                           config.architecture, LAYER_FORMAT) + ".json")
         with _Lock(root / "locks" / f"pull-{record.stem}.lock"):
             if not record.is_file() or os.environ.get("EVOKIT_PULL") == "always":
-                pulled = pull(name, root / "blobs", config, log)
+                pulled = pull(name, root / "blobs", config, log,
+                              have=lambda d: (root / layer_rel(d.digest)).is_dir())
                 if not pulled.layers:
                     raise RegistryError(f"image {name!r} has no layers; nothing to build on")
-                layers = [unpack_layer(path, d.digest, root, image=name,
+                layers = [layer_rel(d.digest) if path is None else
+                          unpack_layer(path, d.digest, root, image=name,
                                        finish=lambda tmp: neutralise_layer(tmp, where))
-                          for d, path in zip(pulled.layers, pulled.blob_paths)]
-                for path in pulled.blob_paths:  # unpacked: the compressed copy is not needed again
+                          for d, path in zip(pulled.layers, pulled.blob_paths, strict=True)]
+                for path in filter(None, pulled.blob_paths):  # unpacked: the compressed copy is not needed
                     path.unlink(missing_ok=True)
                 record.parent.mkdir(parents=True, exist_ok=True)
                 tmp = record.with_name(f".tmp-{uuid.uuid4().hex[:8]}")

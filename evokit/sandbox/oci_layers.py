@@ -132,6 +132,11 @@ def unpack_argv(blob: Path, out: Path) -> list[str]:
     return argv
 
 
+def layer_rel(digest: str) -> str:
+    """Where the layer of blob ``digest`` lives in the cache, relative to its root."""
+    return f"layers/oci{LAYER_FORMAT}-{digest.removeprefix('sha256:')[:40]}"
+
+
 def unpack_layer(blob: Path, digest: str, root: Path, *, image: str = "",
                  finish: Callable[[Path], object] | None = None, timeout_sec: float = 1800) -> str:
     """Unpack (once) the layer blob ``digest`` into ``root/layers/``; return its dir relative to ``root``.
@@ -142,7 +147,7 @@ def unpack_layer(blob: Path, digest: str, root: Path, *, image: str = "",
     before (the image builder passes its ``neutralise_layer``: the same set-uid / file
     capability stripping as every RUN layer).
     """
-    rel = f"layers/oci{LAYER_FORMAT}-{digest.removeprefix('sha256:')[:40]}"
+    rel = layer_rel(digest)
     final = root / rel
     if final.is_dir():
         return rel
@@ -152,6 +157,8 @@ def unpack_layer(blob: Path, digest: str, root: Path, *, image: str = "",
     try:
         res = run_capped(unpack_argv(blob, tmp), timeout_sec=timeout_sec, max_output_bytes=64 * 1024,
                          env=host_env())
+        if (res.timed_out or res.return_code != 0) and final.is_dir():
+            return rel  # another process published it (and may have removed the blob) meanwhile
         if res.timed_out or res.return_code != 0:
             why = "timed out" if res.timed_out else f"exit {res.return_code}"
             tail = " ".join((res.stdout + res.stderr).split())[-400:]

@@ -190,7 +190,7 @@ class PulledImage:
     manifest_digest: str
     config: dict
     layers: tuple[Descriptor, ...]
-    blob_paths: tuple[Path, ...]
+    blob_paths: tuple[Path | None, ...]  # None: a layer the caller already has
 
 
 class _Client:
@@ -340,8 +340,12 @@ def fetch_blob(client: _Client, desc: Descriptor, blobs: Path) -> Path:
 
 
 def pull(image: str, blobs: Path, config: RegistryConfig | None = None,
-         log=lambda s: None) -> PulledImage:
-    """Resolve ``image`` for the configured platform and fetch its config and layers into ``blobs``."""
+         log=lambda s: None, have=lambda desc: False) -> PulledImage:
+    """Resolve ``image`` for the configured platform and fetch its config and layers into ``blobs``.
+
+    Layers for which ``have(descriptor)`` is true (already unpacked, e.g. a base shared with
+    another image) are not downloaded; their entry in ``blob_paths`` is ``None``.
+    """
     config = config or RegistryConfig.from_env()
     ref = parse_reference(image)
     client = _Client(ref, config, image)
@@ -361,5 +365,5 @@ def pull(image: str, blobs: Path, config: RegistryConfig | None = None,
         cfg = json.loads(cfg_path.read_bytes())
     except ValueError:
         raise RegistryError(f"{client.where()}: image config {cfg_desc.digest} is not JSON") from None
-    paths = tuple(fetch_blob(client, d, blobs) for d in layers)
+    paths = tuple(None if have(d) else fetch_blob(client, d, blobs) for d in layers)
     return PulledImage(ref, digest, cfg if isinstance(cfg, dict) else {}, layers, paths)
