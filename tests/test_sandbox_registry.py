@@ -12,7 +12,9 @@ oracle passes and whose null run fails under :func:`evokit.verify.verify_task`.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -255,6 +257,48 @@ def _config_for(arch):
     def patched(self, *a, **kw):
         init(self, *a, **{**kw, "architecture": arch})
     return patched
+
+
+def test_image_made_by_umoci_and_pushed_by_skopeo(reg, tmp_path):
+    """Real tools' bytes, not this module's hand-written manifests: ``umoci repack`` computes the
+    whiteouts of a changed rootfs (a deleted file, a deleted dir), ``skopeo copy --format v2s2``
+    pushes the image with Docker's media types (the format Docker Hub serves most images in)."""
+    layout, bundle = tmp_path / "layout", tmp_path / "bundle"
+
+    def run(*argv):
+        res = subprocess.run(argv, capture_output=True, text=True)
+        assert res.returncode == 0, f"{argv}: {res.stderr}"
+
+    run("umoci", "init", "--layout", str(layout))
+    run("umoci", "new", "--image", f"{layout}:t")
+    run("umoci", "unpack", "--image", f"{layout}:t", str(bundle))
+    rootfs = bundle / "rootfs"
+    (rootfs / "etc").mkdir()
+    (rootfs / "etc" / "motd").write_text("motd\n")
+    (rootfs / "usr" / "share" / "doc" / "pkg").mkdir(parents=True)
+    (rootfs / "usr" / "share" / "doc" / "pkg" / "README").write_text("doc\n")
+    run("umoci", "repack", "--refresh-bundle", "--image", f"{layout}:t", str(bundle))  # next diff from here
+    (rootfs / "etc" / "motd").unlink()
+    shutil.rmtree(rootfs / "usr" / "share" / "doc" / "pkg")
+    (rootfs / "etc" / "new").write_text("new\n")
+    run("umoci", "repack", "--image", f"{layout}:t", str(bundle))
+    run("umoci", "config", "--image", f"{layout}:t", "--config.env", "IMG_VAR=umoci",
+        "--config.workingdir", "/srv")
+    run("skopeo", "--insecure-policy", "copy", "--format", "v2s2", "--dest-tls-verify=false",
+        f"oci:{layout}:t", f"docker://{reg.open.host}/umoci/img:1")
+    req = urllib.request.Request(f"{reg.open.url}/v2/umoci/img/manifests/1", headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req) as resp:
+        assert resp.headers["Content-Type"] == "application/vnd.docker.distribution.manifest.v2+json"
+
+    image = pull_image(f"{reg.open.host}/umoci/img:1", root=tmp_path / "cache")
+    assert image.env["IMG_VAR"] == "umoci" and image.workdir == "/srv"
+    top, bottom = (tmp_path / "cache" / d for d in image.lowerdirs[:2])
+    for gone in ("etc/motd", "usr/share/doc/pkg"):
+        st = os.lstat(top / gone)
+        assert stat.S_ISCHR(st.st_mode) and st.st_rdev == 0, gone
+    assert (top / "etc" / "new").read_text() == "new\n"
+    assert (bottom / "etc" / "motd").read_text() == "motd\n"
 
 
 def test_pulled_layers_are_neutralised_like_run_layers(reg, tmp_path):
