@@ -424,3 +424,26 @@ def test_task_on_a_registry_image_verifies(reg, pulled_cache, tmp_path, monkeypa
     assert "build" not in checks, checks.get("build")
     assert checks["oracle"].passed, checks["oracle"].reason
     assert checks["null"].passed, checks["null"].reason
+
+
+@pytest.mark.parametrize("agent,expected", [("oracle", 1.0), ("nop", 0.0)])
+def test_harbor_trial_on_a_prebuilt_docker_image(reg, pulled_cache, tmp_path, monkeypatch, agent, expected):
+    """Harbor's own Trial API on our environment (``evokit.sandbox:BubblewrapEnvironment``) runs a
+    task that has only ``[environment].docker_image`` (no Dockerfile): pulled, oracle 1, nop 0."""
+    import asyncio
+
+    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
+    from harbor.trial.trial import Trial
+
+    monkeypatch.setenv("EVOKIT_CACHE", str(pulled_cache))
+    task = _task(tmp_path / "task", dockerfile=None, docker_image=f"{reg.open.host}/evokit/foo:1")
+    config = TrialConfig(task=TaskConfig(path=task), trials_dir=tmp_path / "trials",
+                         agent=AgentConfig(name=agent),
+                         environment=EnvironmentConfig(import_path="evokit.sandbox:BubblewrapEnvironment"))
+
+    async def go():
+        return await (await Trial.create(config)).run()
+
+    result = asyncio.run(go())
+    assert result.exception_info is None, result.exception_info
+    assert result.verifier_result.rewards == {"reward": expected}

@@ -30,7 +30,7 @@ from harbor.environments.base import BaseEnvironment, ExecResult
 from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.trial.paths import EnvironmentPaths
 
-from evokit.sandbox.image import build_image
+from evokit.sandbox.image import build_image, pull_image
 from evokit.sandbox.runtime import Sandbox
 from evokit.sandbox.task_env import limits_from_config, network_allowed
 
@@ -49,6 +49,8 @@ class BubblewrapEnvironment(BaseEnvironment):
         return EnvironmentCapabilities(disable_internet=True, mounted=False)
 
     def _validate_definition(self) -> None:
+        if self.task_env_config.docker_image:  # a prebuilt image: pulled, no Dockerfile needed
+            return
         if not (Path(self.environment_dir) / "Dockerfile").is_file():
             raise FileNotFoundError(
                 f"{self.environment_dir}/Dockerfile not found: the evokit sandbox builds Dockerfiles only "
@@ -57,10 +59,14 @@ class BubblewrapEnvironment(BaseEnvironment):
 
     async def start(self, force_build: bool) -> None:
         env = self.task_env_config
-        image = await asyncio.to_thread(
-            build_image, self.environment_dir, step_timeout_sec=env.build_timeout_sec,
-            log=lambda line: self.logger.info(line),
-        )
+        if env.docker_image:
+            image = await asyncio.to_thread(pull_image, env.docker_image, where="[environment].docker_image",
+                                            log=lambda line: self.logger.info(line))
+        else:
+            image = await asyncio.to_thread(
+                build_image, self.environment_dir, step_timeout_sec=env.build_timeout_sec,
+                log=lambda line: self.logger.info(line),
+            )
         limits = limits_from_config(env)
         if self._effective_cpus or self._effective_memory_mb or self._effective_storage_mb:
             limits = type(limits)(cpus=self._effective_cpus, memory_mb=self._effective_memory_mb,
