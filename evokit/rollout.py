@@ -2,9 +2,11 @@
 
 A GRPO group is G rollouts of the same task (papers.md, "GRPO facts"; EE trains with B = 8).
 Each rollout here is a real trial: a fresh sandbox on the task's image, a multi-turn episode in
-which the policy issues shell commands and reads their (truncated) output, then the verifier
-phase of :mod:`evokit.verify.trial` (the agent's processes killed, stale rewards removed,
-``tests/`` uploaded, ``test.sh`` run). The reward is the task's own.
+which the policy issues shell commands (as the task's ``[agent].user``) and reads their
+(truncated) output, then the verifier phase of :mod:`evokit.verify.trial`: by default the
+agent's processes are killed, its work (the workdir and declared artifacts) is copied into a
+second fresh sandbox started while it worked, and ``tests/test.sh`` runs there; the reward is
+read out of band. The reward is the task's own.
 
 A policy is anything with ``run_episode(episode) -> None`` that drives an :class:`Episode`
 (:meth:`Episode.run` executes one command and records the turn).
