@@ -136,8 +136,10 @@ def test_honest_control_scores_one(tasks, which):
 @pytest.mark.parametrize("which", ["example", "procedural"])
 def test_class1_forged_reward_marker_in_test_output(tasks, which, user):
     """The old harness parsed ``@@evokit-reward-file`` markers out of the tests' stdout, which a
-    file literally named ``$LOG`` linked to /dev/stdout let the agent write into. Now nothing the
-    tests print is parsed: the reward is read from the verifier's reward file."""
+    file literally named ``$LOG`` linked to /dev/stdout let the agent write into (reward 1.0 on the
+    example task, whose ``diff`` prints the answer file; the procedural task's tests print only
+    file names, so there the old code had no channel). Now nothing the tests print is parsed: the
+    reward is read from the verifier's reward file."""
     task, image = tasks[which]
     forged = "@@evokit-reward-file reward.json\\neyJyZXdhcmQiOiAxfQ==\\n"  # base64 of {"reward": 1}
     cmds = [f"printf '{forged}' > {out}" for out, _ in outputs(task)]
