@@ -67,6 +67,9 @@ def before(*, netns: bool = True):
             def __init__(self, *a, **k):
                 pass
 
+            def wait_ready(self):
+                pass
+
             def close(self):
                 pass
 
@@ -99,28 +102,31 @@ def main() -> None:
     def start_stop(**kw):
         Sandbox(image, **kw).start().stop()
 
-    now, old, pub = Sandbox(image).start(), None, Sandbox(image, network=True).start()
-    with before():
-        old = Sandbox(image).start()
+    def exec_before(sb):
+        with before():
+            sb.exec(["true"])
+
+    def start_before(*, network: bool, own_netns: bool):
+        with before(netns=own_netns):
+            start_stop(network=network)
+
+    now, pub = Sandbox(image).start(), Sandbox(image, network=True).start()
+    # the same sandbox for exec today and before: only the exec's own command line differs
+    steps = [("bwrap_direct", lambda: subprocess.run(raw, check=True)), ("exec", lambda: now.exec(["true"])),
+             ("exec_before", lambda: exec_before(now)), ("exec_public", lambda: pub.exec(["true"]))] * 3 + [
+            ("start_nonet", lambda: start_stop()), ("start_nonet_before", lambda: start_before(network=False, own_netns=True)),
+            ("start_public", lambda: start_stop(network=True)),
+            ("start_public_before", lambda: start_before(network=True, own_netns=False))]
     try:
-        for r in range(args.n + 1):  # round 0 is a warm-up
-            for _ in range(3):
-                timed("bwrap_direct", lambda: subprocess.run(raw, check=True))
-                timed("exec", lambda: now.exec(["true"]))
-                with before():
-                    timed("exec_before", lambda: old.exec(["true"]))
-                timed("exec_public", lambda: pub.exec(["true"]))
-            timed("start_nonet", lambda: start_stop())
-            with before():
-                timed("start_nonet_before", lambda: start_stop())
-            timed("start_public", lambda: start_stop(network=True))
-            with before(netns=False):
-                timed("start_public_before", lambda: start_stop(network=True))
+        for r in range(args.n + 1):  # round 0 is a warm-up; the order rotates every round
+            k = r % len(steps)
+            for key, fn in steps[k:] + steps[:k]:
+                timed(key, fn)
             if r == 0:
                 for v in xs.values():
                     v.clear()
     finally:
-        for s in (now, old, pub):
+        for s in (now, pub):
             s.stop()
     ms = {k: statistics.median(v) * 1000 for k, v in xs.items()}
     rows = {

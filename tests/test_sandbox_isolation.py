@@ -7,6 +7,7 @@ cgroup or namespaces, no mount of its state dir in any process's mountinfo, no s
 /run/evokit, no ``evokit-<id>`` cgroup.
 """
 
+import contextlib
 import os
 import shutil
 import socket
@@ -432,3 +433,33 @@ def test_loopback_inside_the_sandbox_works(base_image, network):
     with running(base_image, network=network) as s:
         res = agent(s, server, timeout_sec=20)
         assert res.stdout == "hello-local\n", res.stderr
+
+
+@pytest.mark.parametrize("network", [True, False], ids=["public", "no-network"])
+def test_af_packet_does_not_see_host_loopback_traffic(base_image, host_servers, network):
+    """Root in the sandbox has CAP_NET_RAW (Docker's default set) and opens an AF_PACKET socket
+    on all interfaces while the host talks to its own 127.0.0.1 service: the host's packets are
+    never captured, because no host interface is in the sandbox's network namespace."""
+    token = uuid.uuid4().hex
+    sniff = ("perl -e 'socket(my $s, 17, 3, 0x0300) or die \"socket: $!\\n\"; print \"open\\n\"; "
+             "$SIG{ALRM} = sub { exit 0 }; alarm 4; my $n = 0; "
+             f"while (recv($s, my $buf, 65535, 0)) {{ $n++; print \"CAPTURED\\n\" if index($buf, \"{token}\") >= 0 }}'")
+    stop = threading.Event()
+
+    def chatter():  # the host's own loopback traffic, carrying the token
+        while not stop.is_set():
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", host_servers.port), 2) as c:
+                c.sendall(token.encode())
+            time.sleep(0.05)
+
+    t = threading.Thread(target=chatter, daemon=True)
+    t.start()
+    try:
+        with running(base_image, network=network) as s:
+            res = agent(s, sniff, timeout_sec=20)
+    finally:
+        stop.set()
+        t.join(timeout=5)
+    assert res.stdout.startswith("open"), res.stderr  # the sniffer really ran
+    assert "CAPTURED" not in res.stdout
+    assert len(host_servers.accepted) > 5  # and the host really was talking meanwhile

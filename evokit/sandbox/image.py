@@ -386,36 +386,42 @@ def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin
             for var in _CA_ENV:
                 env.setdefault(var, "1" if var == "UV_NATIVE_TLS" else f"{_BUILD_CA_DIR}/ca.crt")
         info_r, info_w = os.pipe()
-        block_r, block_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        go_r, go_w = os.pipe()
         filter_fd = seccomp.fd()
-        fds = [info_r, info_w, block_r, block_w, filter_fd]
-        # --block-fd: the step's command waits until slirp4netns has configured its namespace.
+        fds = [info_r, info_w, ready_r, ready_w, go_r, go_w, filter_fd]
+        # Handshake: once bwrap has set the namespace up (its loopback included) the step's shell
+        # says so on ready_w and waits on go_r until slirp4netns has configured the network.
+        # (bwrap's --block-fd is no sync point: slirp would race bwrap's own loopback setup.)
+        # Through /proc/self/fd: dash redirects only fds 0-9.
+        gate = (f"echo > /proc/self/fd/{ready_w} && read _ < /proc/self/fd/{go_r}; "
+                'mkdir -p "$0" && cd "$0" && exec "$@"')
         inner = bwrap_base(resolv_conf=str(netns.resolv_conf()), seccomp_fd=filter_fd, cwd="/", env=env) + ca_args + [
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", "evokit-build",
-            "--info-fd", str(info_w), "--block-fd", str(block_r),
-            "--", "/bin/sh", "-c", 'mkdir -p "$0" && cd "$0" && exec "$@"', state.workdir, *argv,
+            "--info-fd", str(info_w), "--", "/bin/sh", "-c", gate, state.workdir, *argv,
         ]
         cgroup = Cgroup(f"evokit-build-{build_id}", BUILD_LIMITS)
 
         def connect(proc) -> None:
             nonlocal outbound
-            for fd in (info_w, block_r, filter_fd):  # the child has its copies now
+            for fd in (info_w, ready_w, go_r, filter_fd):  # the child has its copies now
                 os.close(fd)
                 fds.remove(fd)
-            raw = b""  # bwrap closes it before it blocks; EOF at once if it failed before
+            raw = b""  # EOF at once if bwrap failed before setting up
             while chunk := os.read(info_r, 4096):
                 raw += chunk
-            if raw:
+            if raw and os.read(ready_r, 1):  # b"" if the step died before its gate
                 outbound = netns.Outbound(json.loads(raw)["child-pid"], wrap=cgroup.wrap)
+                outbound.wait_ready()
             try:
-                os.write(block_w, b"x")
-            except BrokenPipeError:  # bwrap already failed; run_capped reports how
+                os.write(go_w, b"x\n")
+            except BrokenPipeError:  # the step already failed; run_capped reports how
                 pass
 
         res = run_capped(cgroup.wrap(overlay_argv(cache_root=root, lowerdirs=lowerdirs, upper_root=tmp,
                                                   tmpfs_bytes=None, inner=inner)),
                          stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024, env=host_env(),
-                         pass_fds=(info_w, block_r, filter_fd), on_start=connect)
+                         pass_fds=(info_w, ready_w, go_r, filter_fd), on_start=connect)
         if res.timed_out or res.return_code != 0:
             why = f"timed out after {timeout:.0f}s" if res.timed_out else f"exit code {res.return_code}"
             raise ImageBuildError(f"{where}: build step failed ({why}):\n{(res.stdout + res.stderr)[-4000:]}")
