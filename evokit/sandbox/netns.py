@@ -64,10 +64,16 @@ class Outbound:
     """
 
     def __init__(self, pid: int, wrap: Callable[[list[str]], list[str]] = lambda argv: argv):
-        require_tools("slirp4netns")
+        require_tools("slirp4netns", "unshare")
         ready_r, ready_w = os.pipe()
         exit_r, self._exit_w = os.pipe()
-        argv = ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+        # In a mount namespace of its own whose every mount is private: slirp4netns 1.2.0's
+        # --enable-sandbox makes only "/" private before it pivots and detaches the old root, so
+        # that detach propagated to the host's shared mounts and unmounted them (measured: every
+        # Docker overlay under /var/lib/docker, shared by dockerd, so running containers lost
+        # their root on the host; a systemd host shares "/" itself).
+        argv = ["unshare", "--mount", "--propagation", "private", "--",
+                "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
                 "--enable-sandbox", "--enable-seccomp", "--ready-fd", str(ready_w),
                 "--exit-fd", str(exit_r), str(pid), "tap0"]
         try:
