@@ -111,8 +111,8 @@ class Episode:
         It runs as ``user``, by default the task's ``[agent].user`` (Harbor's rule; None: the
         image's ``USER``). A sandbox that is gone raises :class:`SandboxError`.
         """
-        if self.done:
-            raise RuntimeError("episode is over (turn or time budget spent)")
+        if self.done:  # e.g. the deadline passed while the model was thinking: the agent's time
+            raise EpisodeOver("episode is over (turn or time budget spent)")
         timeout = max(0.1, min(timeout_sec, self.deadline - time.monotonic()))
         user = self.task.config.agent.user if user is None else user
         res = self.sandbox.exec(command, timeout_sec=timeout, max_output_bytes=4 * OUTPUT_CHARS, user=user)
@@ -133,6 +133,10 @@ class Policy(Protocol):
 
 class PolicyFault(Exception):
     """Raised by a policy for a failure that *is* its own (e.g. an invalid action): not masked."""
+
+
+class EpisodeOver(PolicyFault):
+    """:meth:`Episode.run` after the turn or time budget is spent: the episode ends, scored as it is."""
 
 
 def _join(*parts: str | None) -> str:

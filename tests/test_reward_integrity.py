@@ -296,7 +296,7 @@ def test_class5_oom_takes_the_sandbox(tasks, tmp_path):
 
 def test_masked_only_for_harness_faults(tasks, monkeypatch):
     """What *is* masked: the agent's sandbox failing to start, the verifier's failing to start, the
-    endpoint failing; a policy bug propagates."""
+    endpoint failing; a policy bug propagates; a spent budget is scored."""
     from evokit.llm import LLMError
     from evokit.sandbox import SandboxError
 
@@ -319,6 +319,11 @@ def test_masked_only_for_harness_faults(tasks, monkeypatch):
 
     with pytest.raises(KeyError):
         rollout_once(Buggy(), task, image, 0)
+
+    # Running past the turn budget ends the episode (the agent's own budget): scored, not masked.
+    r = rollout_once(Script(("true", None), ("true", None)), task, image, 0, max_turns=1)
+    assert_zero(r)
+    assert r.n_turns == 1 and "budget spent" in r.error
 
     from evokit.verify.trial import VERIFIER_THREAD
 
