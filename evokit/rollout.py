@@ -46,7 +46,13 @@ from evokit.llm import LLMError
 from evokit.rows import append_rows
 from evokit.sandbox import Image, Sandbox, SandboxError
 from evokit.sandbox.task_env import image_for_task, sandbox_for_task
-from evokit.verify.trial import HarnessFault, VerifierMode, VerifierStarter, verifier_mode, verify_work
+from evokit.verify.trial import (
+    HarnessFault,
+    VerifierMode,
+    VerifierStarter,
+    verifier_mode,
+    verify_work,
+)
 
 OUTPUT_CHARS = 2000  # how much of each command's output the policy sees (and the record keeps)
 

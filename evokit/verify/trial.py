@@ -37,7 +37,7 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
 from harbor.models.task.config import VerifierEnvironmentMode
@@ -71,7 +71,7 @@ class HarnessFault(RuntimeError):
     scored instead (see :mod:`evokit.rollout`)."""
 
 
-class VerifierMode(str, Enum):
+class VerifierMode(StrEnum):
     """Where the tests run: a fresh sandbox with only the agent's work (``separate``) or the
     agent's own sandbox (``shared``). Values are Harbor's ``environment_mode`` names."""
 
