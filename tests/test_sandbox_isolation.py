@@ -463,3 +463,33 @@ def test_af_packet_does_not_see_host_loopback_traffic(base_image, host_servers, 
     assert res.stdout.startswith("open"), res.stderr  # the sniffer really ran
     assert "CAPTURED" not in res.stdout
     assert len(host_servers.accepted) > 5  # and the host really was talking meanwhile
+
+
+@pytest.fixture
+def shared_host_mount(tmp_path):
+    """A host mount under a *shared* parent mount (what dockerd's /var/lib/docker overlays and a
+    systemd host's / look like): an unmount propagated out of a sandbox would remove it."""
+    parent, child = tmp_path / "shared", tmp_path / "shared" / "child"
+    parent.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "evokit-test-parent", str(parent)], check=True)
+    try:
+        subprocess.run(["mount", "--make-shared", str(parent)], check=True)
+        child.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "evokit-test-child", str(child)], check=True)
+        (child / "alive").write_text("yes")
+        yield child
+    finally:
+        subprocess.run(["umount", "-R", str(parent)], check=False)
+
+
+def test_public_sandbox_and_build_step_leave_host_mounts_alone(base_image, sandbox_cache, tmp_path,
+                                                               shared_host_mount):
+    """slirp4netns's own sandbox pivots and detaches its old root; run in the host's mount
+    namespace that detach propagated through shared mounts and unmounted the host's (measured:
+    every Docker overlay). It runs in a private mount namespace, so the host keeps its mounts."""
+    with running(base_image, network=True) as s:
+        assert agent(s, "getent hosts deb.debian.org", timeout_sec=30).ok
+    ctx = make_context(tmp_path / "ctx", f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /x\n")
+    build_image(ctx, root=sandbox_cache)
+    assert (shared_host_mount / "alive").read_text() == "yes"
+    assert f" {shared_host_mount} " in Path("/proc/self/mountinfo").read_text()
