@@ -220,7 +220,7 @@ class _Client:
             try:
                 return self.opener.open(req, timeout=self.config.timeout_sec)
             except urllib.error.HTTPError as e:
-                if e.code == 401 and attempt == 0 and not self.token:
+                if e.code == 401 and attempt == 0:  # no token yet, or it expired (Docker Hub: 5 min)
                     self.token = self._fetch_token(e.headers.get("WWW-Authenticate", ""))
                     continue
                 raise RegistryError(self._http_message(e, path)) from None
