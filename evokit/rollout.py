@@ -154,6 +154,12 @@ def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_tu
     """One episode in a fresh sandbox, then the task's tests (in a fresh verifier sandbox unless
     ``mode`` or the task says ``shared``); masked only for a harness fault (module docstring)."""
     r = Rollout(task=task.paths.task_dir.name, index=index)
+    try:
+        mode = verifier_mode(task, mode)  # a bad mode is the caller's mistake: ValueError, never masked
+    except HarnessFault as e:  # a task this harness cannot verify (e.g. its own verifier image)
+        r.error, r.masked, r.mask_reason = str(e), True, str(e)
+        return r
+    r.verifier_mode = mode.value
     t0 = time.monotonic()
     sandbox = sandbox_for_task(task, image=image)
     starter = None
@@ -164,8 +170,6 @@ def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_tu
 
     try:
         try:
-            mode = verifier_mode(task, mode)
-            r.verifier_mode = mode.value
             # The verifier's sandbox starts while the agent works (the separate mode's cost hides there).
             starter = VerifierStarter(task, image) if mode == VerifierMode.SEPARATE else None
             sandbox.start()

@@ -366,3 +366,12 @@ def test_class12a_symlinked_tests_dir_is_not_uploaded(tmp_path, tasks):
         with pytest.raises(FileNotFoundError, match="symlink"):
             run_tests(sandbox, task)
         assert not sandbox.exec("cat /tests/api_key").ok
+
+
+def test_bad_verifier_mode_is_a_clear_error(tasks):
+    """A mistyped mode is the caller's mistake: one clear ValueError, not a masked rollout."""
+    task, image = tasks["example"]
+    with pytest.raises(ValueError, match="'sepárate'.*'separate'.*'shared'"):
+        rollout_once(Script(), task, image, 0, mode="sepárate")
+    with pytest.raises(ValueError, match="verifier_mode='x'"):
+        VerifyConfig(verifier_mode="x")

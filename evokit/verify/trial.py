@@ -86,7 +86,11 @@ def verifier_mode(task: Task, override: VerifierMode | str | None = None) -> Ver
     evokit's own trials and rollouts default to ``separate`` because its agents are RL policies.
     """
     if override is not None:
-        return VerifierMode(override)
+        try:
+            return VerifierMode(override)
+        except ValueError:
+            raise ValueError(f"verifier mode {override!r}: use 'separate' (a fresh sandbox with only the "
+                             "agent's work) or 'shared' (the agent's own sandbox)") from None
     cfg = task.config.verifier
     if cfg.environment is not None:
         raise HarnessFault(
