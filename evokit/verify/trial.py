@@ -361,6 +361,8 @@ def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path |
     leaves a sandbox identical to a fresh one, so its tests run in the sandbox it got.
     """
     run = TrialRun(kind=kind)
+    if mode is not None:
+        verifier_mode(task, mode)  # a mistyped mode is the caller's mistake: ValueError here
     t0 = time.monotonic()
     agent = verifier = starter = None
     try:
