@@ -520,9 +520,10 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from evokit.plan import PlanError
     from evokit.sandbox import DockerfileError
     from evokit.tasks import TaskFormatError
+    from evokit.traces import TraceRowError
 
     return (UserError, PlanError, TaskFormatError, ForeignSeedError, DockerfileError, LocalModelUnavailable,
-            LLMError, FileNotFoundError, NotADirectoryError, FileExistsError)
+            LLMError, TraceRowError, FileNotFoundError, NotADirectoryError, FileExistsError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -180,3 +180,33 @@ def test_verify_finds_tasks_recursively_and_counts(tmp_path):
     out = evokit("verify", "--determinism-runs", "1", str(tmp_path / "ds"), timeout=600)
     assert out.returncode == 1, out.stderr
     assert "3 task(s): 1 passed, 1 failed, 1 errors" in " ".join(out.stdout.split())
+
+
+def test_rollout_and_export_traces(tmp_path):
+    """`evokit rollout` runs G episodes of the LLM agent over a real HTTP endpoint (scripted replies: the
+    test is about the command, not the model) and prints rewards, turns and tokens; `evokit
+    export-traces` turns the rows into Harbor-style SFT conversations, keeping only the solved one."""
+    task = ROOT / "examples" / "tasks" / "pipes-top-ips"
+    solve = (task / "solution" / "solve.sh").read_text()
+    replies = [{"command": solve}, {"done": True}, {"done": True}]  # episode 0 solves, episode 1 gives up
+    rows = tmp_path / "rows.jsonl"
+    with ScriptedEndpoint(replies) as ep:
+        out = evokit("rollout", str(task), "--model", "scripted", "--api-base", ep.api_base, "-n", "2",
+                     "--workers", "1", "--tool-mode", "json", "--out", str(rows), timeout=300)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["rewards"] == [1.0, 0.0] and summary["turns"] == [2, 1] and summary["masked"] == 0
+    assert all(t > 0 for t in summary["completion_tokens"])
+    sft = tmp_path / "sft.jsonl"
+    out = evokit("export-traces", str(rows), "--out", str(sft), "--min-reward", "1")
+    assert out.returncode == 0, out.stderr
+    (conv,) = [json.loads(line) for line in sft.read_text().splitlines()]
+    assert conv["task"] == "pipes-top-ips" and conv["result"] == 1.0 and conv["model"] == "scripted"
+    roles = [m["role"] for m in conv["conversations"]]
+    assert roles == ["user", "user", "assistant", "user", "assistant"]  # system, task, command, output, done
+    assert json.loads(conv["conversations"][2]["content"]) == {"command": solve}
+    assert conv["conversations"][3]["content"].startswith("[exit code 0]")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"no": "task"}\n')
+    out = evokit("export-traces", str(bad), "--out", str(tmp_path / "x.jsonl"))
+    assert out.returncode == 2 and "bad.jsonl:1: not a rollout row" in out.stderr
