@@ -210,3 +210,35 @@ def test_rollout_and_export_traces(tmp_path):
     bad.write_text('{"no": "task"}\n')
     out = evokit("export-traces", str(bad), "--out", str(tmp_path / "x.jsonl"))
     assert out.returncode == 2 and "bad.jsonl:1: not a rollout row" in out.stderr
+
+
+def test_serve_llm_prints_its_endpoint_and_stops_cleanly_on_ctrl_c(tmp_path):
+    """`evokit serve-llm` starts the bundled llama.cpp + SmolLM2 endpoint, prints the --model/--api-base
+    to pass to other commands, answers on that endpoint, and on Ctrl-C (SIGINT) stops the server and
+    exits 0, leaving nothing listening."""
+    import signal
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "evokit.cli", "serve-llm", "--n-ctx", "2048",
+                             "--log", str(tmp_path / "server.log")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        line = ""
+        for _ in range(50):  # a few status lines come first
+            line = proc.stdout.readline()
+            if line.startswith("--model ") or not line:
+                break
+        assert line.startswith("--model "), (line, proc.poll())
+        api_base = line.split("--api-base ", 1)[1].strip()
+        assert api_base.startswith("http://127.0.0.1:") and api_base.endswith("/v1")
+        models = json.loads(urllib.request.urlopen(f"{api_base}/models", timeout=30).read())
+        assert models["data"][0]["id"] == line.split()[1]  # completions: tests/test_llm_roles.py, test_extract.py
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "server stopped" in out and "Traceback" not in err
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{api_base}/models", timeout=2)
