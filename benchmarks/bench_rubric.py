@@ -25,7 +25,7 @@ from pathlib import Path
 
 from evokit.tasks import load_task
 from evokit.verify import VerifyConfig, verify_many
-from evokit.verify.rubric import DEFAULT_RUBRIC, RubricContext
+from evokit.verify.rubric import DEFAULT_RUBRIC
 
 ROOT = Path(__file__).resolve().parents[1]
 
