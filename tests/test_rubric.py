@@ -108,3 +108,16 @@ def test_leak_rule_tells_input_copies_from_test_logic(tmp_path):
     shutil.copy(task / "tests" / "test_outputs.py", task / "environment" / "scripts" / "checks.py")
     ok, reason = static(task)["environment-no-leak"]
     assert not ok and "tests/test_outputs.py" in reason
+
+
+def test_multi_stage_dockerfiles_are_read_by_their_final_stage(tmp_path):
+    """A multi-stage build (refused by the local sandbox, fine for Docker) still tells inputs apart:
+    the final stage's COPY and what it copies from a builder stage are provided."""
+    task = copy("python-package-bugfix", tmp_path)
+    dockerfile = task / "environment" / "Dockerfile"
+    text = dockerfile.read_text()
+    dockerfile.write_text("FROM debian:bookworm-slim AS builder\nRUN echo built > /opt/tool\n\n" + text.replace(
+        "WORKDIR /app\n", "WORKDIR /app\nCOPY --from=builder /opt/tool /app/bin/tool\n", 1))
+    provided = image_paths(RubricContext(load_task(task)))
+    assert {"/app/bin/inventory-cli", "/app/data/stock.csv", "/app/bin/tool"} <= provided
+    assert static(task)["instruction-names-outputs"][0]

@@ -131,11 +131,21 @@ def image_paths(ctx: RubricContext) -> set[str]:
     path = env / "Dockerfile"
     if not path.is_file():
         return set()
-    try:
-        instructions = parse(path.read_text(errors="replace"), path)
-    except DockerfileError:
-        return set()
+    text = path.read_text(errors="replace")
     provided: set[str] = set()
+    try:
+        instructions = parse(text, path)
+    except DockerfileError:
+        # Multi-stage (or otherwise unsupported here): read the final stage; what it copies from
+        # another stage (COPY --from=...) is provided at its destination.
+        last = "FROM " + re.split(r"(?im)^\s*FROM\s", text)[-1]
+        for line in re.findall(r"(?im)^\s*(?:COPY|ADD)\s+--from=\S+\s+(.+)$", last):
+            provided |= {p for p in _ABS_PATH.findall(line.split()[-1])}
+        last = re.sub(r"(?im)^\s*(?:COPY|ADD)\s+--from=.*$", "", last)
+        try:
+            instructions = parse(last, path)
+        except DockerfileError:
+            return provided
     variables: dict[str, str] = {}
     workdir = "/"
     for ins in instructions:
