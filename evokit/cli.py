@@ -248,6 +248,9 @@ def evolve(
                           executor=make_executor(executor, workers, ray_address))
     envs = store.envs()
     console.print(f"{len(envs)} environments in {len(store.lineages())} lineages → {out}")
+    for r in store.records():
+        if r["kind"] == "end" and r["generation"] == 0:  # a seed whose plan could not be extracted
+            console.print(f"[yellow]{escape(r['lineage'])} did not start: {escape(' '.join(r['reason'].split())[:300])}")
 
 
 @app.command()

@@ -242,3 +242,17 @@ def test_serve_llm_prints_its_endpoint_and_stops_cleanly_on_ctrl_c(tmp_path):
     assert "server stopped" in out and "Traceback" not in err
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{api_base}/models", timeout=2)
+
+
+def test_a_seed_whose_plan_cannot_be_extracted_ends_its_lineage_only(tmp_path):
+    """Extraction replies that never validate end that seed's lineage with the reasons on record; the
+    run completes (exit 0) and says so instead of crashing (scripted endpoint, as above)."""
+    seeds = tmp_path / "seeds"
+    shutil.copytree(ETL, seeds / ETL.name)
+    with ScriptedEndpoint(["no plan, sorry"] * 3) as ep:  # the first try and two retries
+        code = cli.main(["evolve", "--seeds", str(seeds), "--out", str(tmp_path / "store"), "--backend", "llm",
+                         "--model", "scripted", "--api-base", ep.api_base, "--generations", "1", "--workers", "1"])
+    assert code == 0
+    store = LineageStore(tmp_path / "store")
+    (end,) = [r for r in store.records() if r["kind"] == "end"]
+    assert end["generation"] == 0 and "plan extraction failed" in end["reason"] and not store.envs()

@@ -40,7 +40,7 @@ from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
 from evokit.evolve.metrics import mutation
 from evokit.evolve.review import PlanReviewer
 from evokit.lineage import EnvRecord, LineageStore
-from evokit.llm import call_seed
+from evokit.llm import LLMReplyError, call_seed
 from evokit.plan import Plan, render
 from evokit.tasks import EvokitMetadata, Lineage, read_metadata, write_metadata
 from evokit.verify import Verdict, VerifyConfig, verify_task
@@ -305,7 +305,14 @@ def add_seed(store: LineageStore, seed_dir: Path, lineage: str, backend: Backend
 def evolve_lineage(store: LineageStore, backend: Backend, cfg: EvolveConfig, lineage: str, seed_dir: Path,
                    on_generation: Callable[[], None] = lambda: None) -> list[EnvRecord]:
     """Run (or resume) one lineage to ``cfg.generations`` generations or until it ends."""
-    add_seed(store, seed_dir, lineage, backend, call_seed(cfg.seed, lineage, 0, "extract"))
+    if lineage in store.ended() and not store.lineage(lineage):
+        return []  # its seed's plan could not be extracted (see the end record)
+    try:
+        add_seed(store, seed_dir, lineage, backend, call_seed(cfg.seed, lineage, 0, "extract"))
+    except LLMReplyError as e:  # the model never gave a valid plan: this lineage cannot start; the others go on
+        store.append({"kind": "end", "lineage": lineage, "generation": 0,
+                      "reason": f"plan extraction failed: {e}"})
+        return []
     envs = store.lineage(lineage)
     for _ in envs[1:]:
         on_generation()
