@@ -121,3 +121,30 @@ def test_multi_stage_dockerfiles_are_read_by_their_final_stage(tmp_path):
     provided = image_paths(RubricContext(load_task(task)))
     assert {"/app/bin/inventory-cli", "/app/data/stock.csv", "/app/bin/tool"} <= provided
     assert static(task)["instruction-names-outputs"][0]
+
+
+def test_copy_sources_outside_the_context_are_not_walked(tmp_path):
+    """Attack: a task folder (written by an LLM modifier, or a stranger) whose Dockerfile copies
+    ``../../..`` and whose environment holds a symlink to / must not make the rubric walk the host:
+    nothing outside environment/ becomes a provided path, and the rule answers at once."""
+    task = copy("log-rotate-fix", tmp_path)
+    (task / "environment" / "host").symlink_to("/")
+    dockerfile = task / "environment" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text() + "COPY ../../../../../../ /app/stolen/\nCOPY host/ /app/host/\n")
+    provided = image_paths(RubricContext(load_task(task)))
+    assert not any(p.startswith(("/app/stolen/", "/app/host/")) for p in provided), sorted(provided)[:10]
+    assert "/app/scripts/reset-state.sh" in provided
+
+
+def test_rules_never_read_host_files_through_symlinks(tmp_path):
+    """Attack: a tests/ symlink to a host file that would match a rule (and be quoted in its reason,
+    which goes back to the LLM modifier) is not read. Harbor already refuses to load such a task;
+    the rubric holds on its own too (a link planted after loading)."""
+    secret = tmp_path / "host-secret.sh"
+    secret.write_text("pip install exfiltrate-me\n")
+    task = copy("log-rotate-fix", tmp_path)
+    ctx = RubricContext(load_task(task))
+    (task / "tests" / "helper.sh").symlink_to(secret)
+    assert "helper.sh" not in ctx.read_tree("tests")
+    ok, reason = dict((r.name, (o, why)) for r, o, why in DEFAULT_RUBRIC.evaluate(ctx, runs=False))["tests-offline"]
+    assert ok and "exfiltrate" not in reason

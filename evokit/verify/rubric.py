@@ -14,6 +14,7 @@ evolution harness, fed back to the modifier, so it says what is wrong and where.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Callable, Iterable
@@ -54,10 +55,17 @@ class RubricContext:
         return self.task.paths.task_dir
 
     def read_tree(self, sub: str) -> dict[str, str]:
-        """Text files under ``sub`` (``tests``, ``solution``, ``environment``), by relative path."""
+        """Text files under ``sub`` (``tests``, ``solution``, ``environment``), by relative path.
+
+        A symlink that leads out of the task folder is skipped: rule reasons quote what they match
+        (and go back to the LLM modifier), so no host file may be read through one.
+        """
         out = {}
         base = self.root / sub
+        root = self.root.resolve()
         for p in sorted(base.rglob("*")) if base.is_dir() else []:
+            if p.is_symlink() and not p.resolve().is_relative_to(root):
+                continue
             if p.is_file() and p.stat().st_size < 1 << 20:
                 try:
                     out[str(p.relative_to(base))] = p.read_text()
@@ -133,6 +141,7 @@ def image_paths(ctx: RubricContext) -> set[str]:
         return set()
     text = path.read_text(errors="replace")
     provided: set[str] = set()
+    env_root = env.resolve()
     try:
         instructions = parse(text, path)
     except DockerfileError:
@@ -160,10 +169,10 @@ def image_paths(ctx: RubricContext) -> set[str]:
                 folder = dest.endswith("/") or len(sources) > 1
                 dest = str(Path(workdir, dest))
                 for src in sources:
-                    for hit in sorted(env.glob(src.lstrip("/"))) or [env / src]:
+                    for hit in _context_files(env, src):
                         if hit.is_dir():
                             provided.add(dest)
-                            provided |= {str(Path(dest, f.relative_to(hit))) for f in hit.rglob("*")}
+                            provided |= {str(Path(dest, f.relative_to(hit))) for f in _walk(hit, env_root)}
                         else:
                             # Docker copies into ``dest`` when it ends with "/" or already is a folder
                             into = folder or dest in provided or dest == workdir
@@ -173,6 +182,35 @@ def image_paths(ctx: RubricContext) -> set[str]:
         except (DockerfileError, ValueError):
             continue
     return provided
+
+
+_MAX_CONTEXT_FILES = 20_000  # a build context bigger than this is not walked further (names only, no reads)
+
+
+def _context_files(env: Path, src: str) -> list[Path]:
+    """The build-context entries a COPY source names, confined to ``environment/``.
+
+    The folder may come from an LLM modifier or a third party: a source such as ``../../..`` or a
+    symlink out of the context must not make the rubric walk the host (Docker refuses those too).
+    """
+    root = env.resolve()
+    hits = sorted(env.glob(src.lstrip("/"))) if src.strip("/") not in {"", "."} else [env]
+    return [h for h in hits or [env / src] if h.resolve().is_relative_to(root)]
+
+
+def _walk(folder: Path, root: Path) -> list[Path]:
+    """Files and folders under ``folder`` without following symlinks out of ``root``, at most
+    ``_MAX_CONTEXT_FILES`` of them."""
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(folder):  # os.walk does not follow symlinked folders
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            if p.is_symlink() and not p.resolve().is_relative_to(root):
+                continue
+            out.append(p)
+            if len(out) >= _MAX_CONTEXT_FILES:
+                return out
+    return out
 
 
 #: What a solution line looks like when it writes a file (shell redirection, in-place edits,
