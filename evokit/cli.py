@@ -42,6 +42,24 @@ def _skip(part: str) -> bool:
     return part.startswith(".") or part in {"__pycache__", "node_modules"}
 
 
+def _find_tasks(root: Path) -> list[Path]:
+    """Task folders below ``root``, outermost first found, following symlinked folders (a dataset of
+    links to tasks is common) but never a folder twice."""
+    found, seen = [], set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        if "task.toml" in filenames and Path(dirpath) != root:
+            found.append(Path(dirpath))
+            dirnames[:] = []  # a task's own subfolders are not searched
+            continue
+        dirnames[:] = sorted(d for d in dirnames if not _skip(d))
+    return sorted(found)
+
+
 def _task_dirs(paths: list[Path]) -> list[Path]:
     """Task folders among ``paths``: a folder with task.toml, or every task folder below a folder
     (a Harbor dataset, found recursively; hidden folders skipped; a task's own subfolders are not
@@ -55,9 +73,7 @@ def _task_dirs(paths: list[Path]) -> list[Path]:
             continue
         if not p.is_dir():
             raise UserError(f"{p}: not a task folder (a folder with task.toml) or a folder of them")
-        found = sorted({t.parent for t in p.rglob("task.toml")
-                        if not any(_skip(x) for x in t.relative_to(p).parts[:-1])})
-        found = [t for t in found if not any(o != t and o in t.parents for o in found)]  # outermost tasks
+        found = _find_tasks(p)
         if not found:
             raise UserError(f"{p}: no task folders (a folder with task.toml) under it")
         out.extend(found)

@@ -169,8 +169,10 @@ def test_debug_shows_the_traceback(tmp_path):
 def test_verify_finds_tasks_recursively_and_counts(tmp_path):
     """`evokit verify DATASET` finds the task folders at any depth and prints a summary line with counts;
     a task that cannot be loaded counts as an error, a failing one as failed."""
-    good = tmp_path / "ds" / "org" / "good"
-    shutil.copytree(ROOT / "examples" / "tasks" / "pipes-top-ips", good)
+    elsewhere = tmp_path / "elsewhere" / "good"
+    shutil.copytree(ROOT / "examples" / "tasks" / "pipes-top-ips", elsewhere)
+    (tmp_path / "ds" / "org").mkdir(parents=True)
+    (tmp_path / "ds" / "org" / "good").symlink_to(elsewhere)  # datasets of links to tasks are common
     bad = tmp_path / "ds" / "vacuous"
     shutil.copytree(ROOT / "examples" / "tasks" / "pipes-top-ips", bad)
     (bad / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")

@@ -37,9 +37,14 @@ def test_corpus_is_large_enough():
     assert len(CORPUS) >= 8
 
 
-@pytest.mark.parametrize("task", CORPUS, ids=lambda p: p.name)
+#: Corpus tasks whose inputs only the built image shows (tests/test_verify.py verifies them with it).
+NEEDS_IMAGE = {"generated-fixtures"}
+
+
+@pytest.mark.parametrize("task", [t for t in CORPUS if t.name not in NEEDS_IMAGE], ids=lambda p: p.name)
 def test_no_static_rule_fails_a_correct_task(task):
-    """Every static rule passes on every correct corpus task (its false-positive rate is 0)."""
+    """Every static rule passes on every correct corpus task read without a build (FP rate 0); the
+    whole verifier, with the image, is tests/test_verify.py's."""
     failed = {k: v[1] for k, v in static(task).items() if not v[0]}
     assert not failed
 
@@ -148,3 +153,16 @@ def test_rules_never_read_host_files_through_symlinks(tmp_path):
     assert "helper.sh" not in ctx.read_tree("tests")
     ok, reason = dict((r.name, (o, why)) for r, o, why in DEFAULT_RUBRIC.evaluate(ctx, runs=False))["tests-offline"]
     assert ok and "exfiltrate" not in reason
+
+
+def test_the_built_image_says_what_a_run_step_generated():
+    """generated-fixtures' input is written by a RUN step under a relative path: the Dockerfile's text
+    cannot show it (statically it looks like an unnamed output), the built image does."""
+    from evokit.sandbox.task_env import image_for_task
+
+    task = load_task(ROOT / "tests" / "data" / "tb2_style" / "generated-fixtures")
+    ctx = RubricContext(task)
+    assert "/app/data/measurements.csv" in outputs_and_inputs(ctx)[0]  # the static reading's limit
+    ctx.image = image_for_task(task)
+    outputs, inputs = outputs_and_inputs(ctx)
+    assert "/app/data/measurements.csv" in inputs and "/app/result/stats.json" in outputs

@@ -24,6 +24,7 @@ from pathlib import Path
 from harbor.models.task.config import NetworkMode
 from harbor.models.task.task import Task
 
+from evokit.sandbox.image import Image
 from evokit.verify.trial import TrialRun
 
 #: Where task outputs live: the task's workdir plus the usual output roots. Other absolute
@@ -49,6 +50,9 @@ class RubricContext:
     task: Task
     oracle_runs: list[TrialRun] = field(default_factory=list)
     null_run: TrialRun | None = None
+    #: The built image, when there is one (verify_task sets it): :func:`outputs_and_inputs` then asks
+    #: it which paths exist, instead of reading the Dockerfile alone.
+    image: Image | None = None
 
     @property
     def root(self) -> Path:
@@ -235,9 +239,10 @@ def outputs_and_inputs(ctx: RubricContext) -> tuple[set[str], set[str]]:
     A *task path* is an absolute path in a test script (``tests/*.sh``, ``*.py``, ``*.bash``) under
     the workdir or a usual data root (``/app``, ``/output``, ``/data``, ``/srv``, ``/home``,
     ``/workspace``, ``/mnt``); system paths and ``/tests``, ``/logs`` are the harness's. An
-    **output** is a task path the image does not already provide (:func:`image_paths`: it must be
-    produced by the agent), or one the image provides but the reference solution writes (a file
-    the agent must change). Every other task path is an **input**: a script the tests invoke
+    **output** is a task path the image does not already provide (it must be produced by the
+    agent), or one the image provides but the reference solution writes (a file the agent must
+    change). "Provided" is asked of the built image when ``ctx.image`` is set (so files a ``RUN``
+    step generates, or a base image ships, count), else read from the Dockerfile (:func:`image_paths`). Every other task path is an **input**: a script the tests invoke
     (``/app/scripts/reset-state.sh``), a fixture they read (``/app/data/readings.csv``).
     """
     workdir = (ctx.task.config.environment.workdir or "/app").rstrip("/")
@@ -249,7 +254,11 @@ def outputs_and_inputs(ctx: RubricContext) -> tuple[set[str], set[str]]:
                        if any(p.startswith(r + "/") for r in roots)}
     provided = image_paths(ctx)
     provided |= {str(parent) for p in provided for parent in Path(p).parents}
-    inputs = {p for p in tested if p in provided and not solution_writes(ctx, p, workdir)}
+
+    def in_image(p: str) -> bool:
+        return p in provided or (ctx.image is not None and ctx.image.find(p) is not None)
+
+    inputs = {p for p in tested if in_image(p) and not solution_writes(ctx, p, workdir)}
     return tested - inputs, inputs
 
 
