@@ -24,15 +24,17 @@ if ((${#need[@]})); then
 fi
 
 # Registry pulls (evokit.sandbox.registry) need zstd for zstd layers; the tests run a real registry
-# (Debian's docker-registry) on 127.0.0.1 and sign its tokens with openssl.
+# (Debian's docker-registry) on 127.0.0.1, sign its tokens with openssl and make images with umoci
+# and skopeo.
 need=()
-for tool in zstd docker-registry openssl; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in zstd docker-registry openssl umoci skopeo; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if ((${#need[@]})); then
+  pkgs="zstd docker-registry openssl umoci skopeo"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "setup: installing zstd docker-registry openssl (missing: ${need[*]})"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zstd docker-registry openssl >/dev/null
+    echo "setup: installing $pkgs (missing: ${need[*]})"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
   else
-    echo "setup: registry pulls and their tests need: ${need[*]} (sudo apt-get install -y zstd docker-registry openssl)" >&2
+    echo "setup: registry pulls and their tests need: ${need[*]} (sudo apt-get install -y $pkgs)" >&2
   fi
 fi
 

@@ -12,7 +12,9 @@ oracle passes and whose null run fails under :func:`evokit.verify.verify_task`.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -257,6 +259,48 @@ def _config_for(arch):
     return patched
 
 
+def test_image_made_by_umoci_and_pushed_by_skopeo(reg, tmp_path):
+    """Real tools' bytes, not this module's hand-written manifests: ``umoci repack`` computes the
+    whiteouts of a changed rootfs (a deleted file, a deleted dir), ``skopeo copy --format v2s2``
+    pushes the image with Docker's media types (the format Docker Hub serves most images in)."""
+    layout, bundle = tmp_path / "layout", tmp_path / "bundle"
+
+    def run(*argv):
+        res = subprocess.run(argv, capture_output=True, text=True)
+        assert res.returncode == 0, f"{argv}: {res.stderr}"
+
+    run("umoci", "init", "--layout", str(layout))
+    run("umoci", "new", "--image", f"{layout}:t")
+    run("umoci", "unpack", "--image", f"{layout}:t", str(bundle))
+    rootfs = bundle / "rootfs"
+    (rootfs / "etc").mkdir()
+    (rootfs / "etc" / "motd").write_text("motd\n")
+    (rootfs / "usr" / "share" / "doc" / "pkg").mkdir(parents=True)
+    (rootfs / "usr" / "share" / "doc" / "pkg" / "README").write_text("doc\n")
+    run("umoci", "repack", "--refresh-bundle", "--image", f"{layout}:t", str(bundle))  # next diff from here
+    (rootfs / "etc" / "motd").unlink()
+    shutil.rmtree(rootfs / "usr" / "share" / "doc" / "pkg")
+    (rootfs / "etc" / "new").write_text("new\n")
+    run("umoci", "repack", "--image", f"{layout}:t", str(bundle))
+    run("umoci", "config", "--image", f"{layout}:t", "--config.env", "IMG_VAR=umoci",
+        "--config.workingdir", "/srv")
+    run("skopeo", "--insecure-policy", "copy", "--format", "v2s2", "--dest-tls-verify=false",
+        f"oci:{layout}:t", f"docker://{reg.open.host}/umoci/img:1")
+    req = urllib.request.Request(f"{reg.open.url}/v2/umoci/img/manifests/1", headers={
+        "Accept": "application/vnd.docker.distribution.manifest.v2+json"})
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req) as resp:
+        assert resp.headers["Content-Type"] == "application/vnd.docker.distribution.manifest.v2+json"
+
+    image = pull_image(f"{reg.open.host}/umoci/img:1", root=tmp_path / "cache")
+    assert image.env["IMG_VAR"] == "umoci" and image.workdir == "/srv"
+    top, bottom = (tmp_path / "cache" / d for d in image.lowerdirs[:2])
+    for gone in ("etc/motd", "usr/share/doc/pkg"):
+        st = os.lstat(top / gone)
+        assert stat.S_ISCHR(st.st_mode) and st.st_rdev == 0, gone
+    assert (top / "etc" / "new").read_text() == "new\n"
+    assert (bottom / "etc" / "motd").read_text() == "motd\n"
+
+
 def test_pulled_layers_are_neutralised_like_run_layers(reg, tmp_path):
     """A registry layer's set-uid root file loses its bit in the cache, as a RUN layer's does."""
     layer = push_blob(reg.open.url, "evokit/suid", gzip_bytes(layer_tar([
@@ -332,6 +376,23 @@ def test_registry_errors_are_one_clear_line(reg, tmp_path):
         build_image(ctx, root=tmp_path / "c")
 
 
+def test_multi_stage_from_a_registry_image(reg, pulled_cache, tmp_path):
+    """A pulled image as a build stage and as a COPY --from source, into a Debian (mmdebstrap) stage."""
+    ctx = make_context(tmp_path / "ctx", f"""\
+FROM {reg.open.host}/evokit/foo:1 AS tools
+RUN hello > /srv/app/greeting.txt
+
+FROM debian:bookworm-slim
+COPY --from=tools /srv/app/greeting.txt /greeting.txt
+COPY --from={reg.open.host}/evokit/foo:1 /opt/zstd.txt /opt/
+""")
+    image = build_image(ctx, root=pulled_cache)
+    assert image.lowerdirs[-1].startswith("base/bookworm")
+    with running(image) as s:
+        assert sh(s, "cat /greeting.txt /opt/zstd.txt") == "hello from the image\nfrom a zstd layer"
+        assert sh(s, "test ! -e /opt/tools && echo only-copied") == "only-copied"
+
+
 def test_a_pulled_reference_is_reused_offline(reg, tmp_path):
     """Like ``docker build`` without --pull: once pulled, a tag builds with the registry gone."""
     short = LocalRegistry(tmp_path / "short", reg.storage)
@@ -380,3 +441,26 @@ def test_task_on_a_registry_image_verifies(reg, pulled_cache, tmp_path, monkeypa
     assert "build" not in checks, checks.get("build")
     assert checks["oracle"].passed, checks["oracle"].reason
     assert checks["null"].passed, checks["null"].reason
+
+
+@pytest.mark.parametrize("agent,expected", [("oracle", 1.0), ("nop", 0.0)])
+def test_harbor_trial_on_a_prebuilt_docker_image(reg, pulled_cache, tmp_path, monkeypatch, agent, expected):
+    """Harbor's own Trial API on our environment (``evokit.sandbox:BubblewrapEnvironment``) runs a
+    task that has only ``[environment].docker_image`` (no Dockerfile): pulled, oracle 1, nop 0."""
+    import asyncio
+
+    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
+    from harbor.trial.trial import Trial
+
+    monkeypatch.setenv("EVOKIT_CACHE", str(pulled_cache))
+    task = _task(tmp_path / "task", dockerfile=None, docker_image=f"{reg.open.host}/evokit/foo:1")
+    config = TrialConfig(task=TaskConfig(path=task), trials_dir=tmp_path / "trials",
+                         agent=AgentConfig(name=agent),
+                         environment=EnvironmentConfig(import_path="evokit.sandbox:BubblewrapEnvironment"))
+
+    async def go():
+        return await (await Trial.create(config)).run()
+
+    result = asyncio.run(go())
+    assert result.exception_info is None, result.exception_info
+    assert result.verifier_result.rewards == {"reward": expected}

@@ -177,10 +177,14 @@ def _open_node(dirfd: int, name: str, resolve: int, follow: bool = False, close_
     return _Node(fd, st, _kind(st.st_mode))
 
 
-def _list(node: _Node) -> list[str]:
+def _list(node: _Node) -> Iterator[str]:
+    """The names in a directory, streamed (an agent's directory of millions of empty files
+    is never held as one list; the transfer's ``max_files`` stops the walk)."""
     fd = _reopen(node.fd, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        return sorted(os.listdir(fd))
+        with os.scandir(fd) as it:
+            for entry in it:
+                yield entry.name
     finally:
         os.close(fd)
 
