@@ -128,8 +128,10 @@ def image_paths(ctx: RubricContext) -> set[str]:
 
     ``COPY``/``ADD`` destinations (each file of a copied folder, mapped to where it lands, with
     ``WORKDIR``/``ARG``/``ENV`` substitution as Docker does it), ``WORKDIR`` folders, and every
-    absolute path a ``RUN`` line names (``mkdir -p /app/out``, ``echo … > /app/conf.ini``). Static:
-    no build needed. A Dockerfile the parser refuses provides nothing (the build check reports it).
+    absolute path a ``RUN`` line names (``mkdir -p /app/out``, ``echo … > /app/conf.ini``), in the
+    final stage only; ``COPY --from=<stage or image>`` provides its destination. Static: no build
+    needed (verify_task asks the built image instead, see :func:`outputs_and_inputs`). A Dockerfile
+    the parser refuses is read by its final stage, leniently.
     """
     from evokit.sandbox.dockerfile import (
         DockerfileError,
@@ -159,6 +161,9 @@ def image_paths(ctx: RubricContext) -> set[str]:
             instructions = parse(last, path)
         except DockerfileError:
             return provided
+    # Only the final stage is the image (earlier stages of a multi-stage build are thrown away).
+    froms = [i for i, ins in enumerate(instructions) if ins.keyword == "FROM"]
+    instructions = instructions[froms[-1]:] if froms else instructions
     variables: dict[str, str] = {}
     workdir = "/"
     for ins in instructions:
@@ -172,6 +177,10 @@ def image_paths(ctx: RubricContext) -> set[str]:
                 sources, dest = parse_copy_args(substitute(ins.args, variables))
                 folder = dest.endswith("/") or len(sources) > 1
                 dest = str(Path(workdir, dest))
+                if "from" in ins.flags:  # from another stage or image: its files land at dest
+                    provided.add(dest)
+                    provided |= {str(Path(dest, Path(src).name)) for src in sources if folder}
+                    continue
                 for src in sources:
                     for hit in _context_files(env, src):
                         if hit.is_dir():
