@@ -166,3 +166,18 @@ def test_the_built_image_says_what_a_run_step_generated():
     ctx.image = image_for_task(task)
     outputs, inputs = outputs_and_inputs(ctx)
     assert "/app/data/measurements.csv" in inputs and "/app/result/stats.json" in outputs
+
+
+def test_tests_offline_honours_an_allowlist(tmp_path):
+    """With network_mode = "allowlist", downloads from the allowed hosts are fine, others are not."""
+    task = copy("service-healthcheck", tmp_path)
+    toml_path = task / "task.toml"
+    toml_path.write_text(toml_path.read_text().replace(
+        'network_mode = "no-network"', 'network_mode = "allowlist"\nallowed_hosts = ["*.pythonhosted.org", "pypi.org"]'))
+    test_sh = task / "tests" / "test.sh"
+    base = test_sh.read_text()
+    test_sh.write_text(base.replace("cd /tests\n", "curl -sO https://files.pythonhosted.org/x.whl\ncd /tests\n"))
+    assert static(task)["tests-offline"][0]
+    test_sh.write_text(base.replace("cd /tests\n", "curl -sO https://example.com/x.whl\ncd /tests\n"))
+    ok, reason = static(task)["tests-offline"]
+    assert not ok and "allowlist" in reason

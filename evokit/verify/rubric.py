@@ -333,19 +333,27 @@ def environment_does_not_leak(ctx: RubricContext) -> tuple[bool, str]:
     return True, "no test logic or solution file is copied into the environment"
 
 
-def _fetch(text: str) -> str | None:
-    """The first command in ``text`` that downloads something, or None.
+def _fetch(text: str, allowed: Iterable[str] | None = None) -> str | None:
+    """The first command in ``text`` that downloads something it may not, or None.
 
     A curl/wget line is judged by its URLs, or, when its URL is in a variable, by every URL the
-    file spells out: all on the loopback interface (and at least one) is a local request.
+    file spells out: all on the loopback interface (and at least one) is a local request. With
+    ``allowed`` (an ``allowlist`` task's hosts, ``*.`` wildcards as Harbor writes them), hosts that
+    match are fine and installers are not judged (their index may be on the list).
     """
     text = _COMMENT_LINE.sub("", text)  # a comment that mentions an installer runs nothing
-    if m := _NETWORK_FETCH.search(text):
+    if allowed is None and (m := _NETWORK_FETCH.search(text)):
         return m.group(0).strip()
+    ok = _LOCAL_HOSTS | set(allowed or ())
+
+    def reachable(host: str) -> bool:
+        host = host.lower()
+        return host in ok or any(p.startswith("*.") and host.endswith(p[1:]) for p in ok)
+
     for line in text.splitlines():
         if _HTTP_TOOL.search(line):
             hosts = _URL.findall(line) or _URL.findall(text)
-            if not hosts or any(h.lower() not in _LOCAL_HOSTS for h in hosts):
+            if not hosts or not all(reachable(h) for h in hosts):
                 return line.strip()[:80]
     return None
 
@@ -357,13 +365,18 @@ def tests_offline_when_forbidden(ctx: RubricContext) -> tuple[bool, str]:
     requests to the task's own services on the loopback interface (localhost, 127.0.0.1) do not.
     """
     env = ctx.task.config.environment
-    verifier_mode = ctx.task.config.verifier.network_mode or env.network_mode
+    verifier = ctx.task.config.verifier
+    verifier_mode = verifier.network_mode or env.network_mode
     if verifier_mode == NetworkMode.PUBLIC:
         return True, "the task allows network access during tests"
+    allowed = None
+    if verifier_mode == NetworkMode.ALLOWLIST:
+        allowed = [h.lower() for h in (verifier.allowed_hosts if verifier.network_mode else env.allowed_hosts) or []]
     for name, text in ctx.read_tree("tests").items():
-        if hit := _fetch(text):
-            return False, f"tests/{name} fetches at test time ({hit!r}) but the task has no network"
-    return True, "tests fetch nothing at test time"
+        if hit := _fetch(text, allowed):
+            where = "a host not in its allowlist" if allowed is not None else "the task has no network"
+            return False, f"tests/{name} fetches at test time ({hit!r}) but {where}"
+    return True, "tests fetch nothing at test time" if allowed is None else "tests fetch only from allowed hosts"
 
 
 def timeouts_set(ctx: RubricContext) -> tuple[bool, str]:
