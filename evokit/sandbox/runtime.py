@@ -5,12 +5,15 @@ process that started it):
 
 * an **init**: ``unshare --mount`` (holder of a private mount namespace in which a
   ``storage_mb`` tmpfs and the overlay ``image layers + tmpfs upper`` are mounted) that
-  execs bwrap with fresh pid/ipc/uts (+ net) namespaces running ``sleep infinity``;
+  execs bwrap with fresh pid/ipc/uts/net namespaces running ``sleep infinity``; with
+  ``network``, a slirp4netns process connects the net namespace outward
+  (:mod:`evokit.sandbox.netns`); every bwrap loads the keyring filter (:mod:`evokit.sandbox.seccomp`);
 * each **exec** enters that mount namespace and the init's net/uts/ipc namespaces with
   ``nsenter`` and starts a new bwrap over the same merged root joined to the init's pid
   namespace (``--pidns``). So files and background processes persist between execs,
   exactly as with ``docker exec``, and killing the init kills every process at once;
-* a per-sandbox cgroup (memory, pids, cpu) that every process joins before it execs.
+* a per-sandbox cgroup (memory, pids, cpu) that every process joins before it execs;
+* a lease on all of that host state (:mod:`evokit.sandbox.stale`), released last by ``stop``.
 
 File transfer (:mod:`evokit.sandbox.transfer`) walks the sandbox's root from the host through
 ``/proc/<pid 1>/root`` with ``openat2(RESOLVE_IN_ROOT)``: symlinks the agent planted
