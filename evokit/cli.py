@@ -329,7 +329,7 @@ def serve_llm(
 
     if model is not None and not model.is_file():
         raise UserError(f"--model {model}: no such file (give a .gguf model file, or leave --model out for SmolLM2)")
-    srv = LocalServer(model, n_ctx=n_ctx, n_threads=threads, port=port, log=log)
+    srv = LocalServer(model, n_ctx=n_ctx, n_threads=threads, port=port, log=log, die_with_parent=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     console.print(f"[dim]starting llama.cpp server with {srv.model.name} ({srv.n_threads} thread(s))…")

@@ -258,3 +258,32 @@ def test_a_seed_whose_plan_cannot_be_extracted_ends_its_lineage_only(tmp_path):
     store = LineageStore(tmp_path / "store")
     (end,) = [r for r in store.records() if r["kind"] == "end"]
     assert end["generation"] == 0 and "plan extraction failed" in end["reason"] and not store.envs()
+
+
+def test_a_killed_serve_llm_leaves_no_server_behind():
+    """SIGKILL (no chance to clean up) of `evokit serve-llm` still stops its llama.cpp server."""
+    import signal
+    import time
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "evokit.cli", "serve-llm", "--n-ctx", "512"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    try:
+        line = ""
+        for _ in range(50):
+            line = proc.stdout.readline()
+            if line.startswith("--model ") or not line:
+                break
+        api_base = line.split("--api-base ", 1)[1].strip()
+        urllib.request.urlopen(f"{api_base}/models", timeout=30).read()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{api_base}/models", timeout=2).read()
+        except OSError:
+            return
+        time.sleep(0.3)
+    pytest.fail(f"the server at {api_base} outlived its SIGKILLed `evokit serve-llm`")
