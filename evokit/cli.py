@@ -1,32 +1,82 @@
-"""``evokit`` command line. Each command is a thin shell over a library call."""
+"""``evokit`` command line. Each command is a thin shell over a library call.
+
+Manners: a user's mistake (a missing path, a bad option, a foreign task without ``--model``, a
+malformed task) prints one line, ``evokit: error: <what is wrong>; <what to do>``, and exits 2,
+without a traceback; ``evokit --debug CMD ...`` shows the traceback. Failures that are not the
+user's (a bug) print one line too and exit 1; ``--debug`` shows them in full.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="evokit: verified, ever-harder terminal environments for RL agents.")
 console = Console()
+_DEBUG = {"on": False}
+#: Typer ships its own click: its usage errors are the bases of its public BadParameter.
+_UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+class UserError(Exception):
+    """A mistake in what the user asked for: one line, exit 2 (see the module docstring)."""
+
+
+@app.callback()
+def _options(debug: Annotated[bool, typer.Option("--debug", help="show tracebacks of errors")] = False) -> None:
+    _DEBUG["on"] = debug
+
+
+def _skip(part: str) -> bool:
+    return part.startswith(".") or part in {"__pycache__", "node_modules"}
+
+
+def _find_tasks(root: Path) -> list[Path]:
+    """Task folders below ``root``, outermost first found, following symlinked folders (a dataset of
+    links to tasks is common) but never a folder twice."""
+    found, seen = [], set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        real = os.path.realpath(dirpath)
+        if real in seen:
+            dirnames[:] = []
+            continue
+        seen.add(real)
+        if "task.toml" in filenames and Path(dirpath) != root:
+            found.append(Path(dirpath))
+            dirnames[:] = []  # a task's own subfolders are not searched
+            continue
+        dirnames[:] = sorted(d for d in dirnames if not _skip(d))
+    return sorted(found)
 
 
 def _task_dirs(paths: list[Path]) -> list[Path]:
-    """Task folders among ``paths``: a folder with task.toml, or every such child of a folder."""
+    """Task folders among ``paths``: a folder with task.toml, or every task folder below a folder
+    (a Harbor dataset, found recursively; hidden folders skipped; a task's own subfolders are not
+    searched). A path that does not exist or holds no task is a :class:`UserError`."""
     out = []
     for p in paths:
-        if (p / "task.toml").is_file() or not p.is_dir():
+        if not p.exists():
+            raise UserError(f"{p}: no such file or folder")
+        if (p / "task.toml").is_file():
             out.append(p)
-        else:
-            children = sorted(c for c in p.iterdir() if (c / "task.toml").is_file())
-            out.extend(children or [p])
+            continue
+        if not p.is_dir():
+            raise UserError(f"{p}: not a task folder (a folder with task.toml) or a folder of them")
+        found = _find_tasks(p)
+        if not found:
+            raise UserError(f"{p}: no task folders (a folder with task.toml) under it")
+        out.extend(found)
     return out
 
 
@@ -42,12 +92,23 @@ def verify(
     """Run the oracle, null-solution and rubric verifiers; exit 1 if any task fails."""
     from evokit.verify import VerifyConfig, rubric_from, verify_many
 
-    cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=rubric_from(rubric or []), log_root=log_dir)
+    for r in rubric or []:
+        if not r.is_file():
+            raise UserError(f"--rubric {r}: no such file (give a TOML file of [[rule]] tables)")
+    try:
+        extra = rubric_from(rubric or [])
+    except (ValueError, OSError) as e:
+        raise UserError(str(e)) from e
+    cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=extra, log_root=log_dir)
     tasks = _task_dirs(paths)
     verdicts = verify_many(tasks, cfg, workers=workers, progress=len(tasks) > 1 and not as_json)
+    errors = sum(any(c.name in {"format", "build"} for c in v.failures) for v in verdicts)
+    passed = sum(v.passed for v in verdicts)
+    summary = f"{len(verdicts)} task(s): {passed} passed, {len(verdicts) - passed - errors} failed, {errors} errors"
     if as_json:
         for v in verdicts:
             print(json.dumps(v.to_dict(), default=str))
+        print(summary, file=sys.stderr)
     else:
         table = Table(title="evokit verify")
         for col in ("task", "oracle", "null", "rubric", "time (s)", "verdict"):
@@ -63,7 +124,8 @@ def verify(
         console.print(table)
         for v in verdicts:
             for c in v.failures:
-                console.print(f"[red]✗[/red] {Path(v.task).name} · {c.name}: {c.reason}")
+                console.print(f"[red]✗[/red] {escape(Path(v.task).name)} · {c.name}: {escape(c.reason)}")
+        console.print(summary + " (errors: the task could not be loaded or built)" * bool(errors))
     raise typer.Exit(0 if all(v.passed for v in verdicts) else 1)
 
 
@@ -171,25 +233,192 @@ def evolve(
     """Evolve one lineage per seed; kill it any time and run the same command again to resume."""
     from evokit.evolve import EvolveConfig, procedural_backend
     from evokit.evolve import evolve as run_evolution
+    from evokit.extract import plan_of
     from evokit.parallel import make_executor
 
+    try:
+        cfg = EvolveConfig(generations=generations, effort=effort, direction=direction, seed=seed)
+    except ValueError as e:
+        raise UserError(f"{e} (options --effort, --direction)") from e
+    seed_dirs = _task_dirs([seeds])[:limit]
     if backend == "llm":
         from evokit.evolve.llm_roles import llm_backend
 
         client = _client(model, api_base)
         if client is None:
-            raise typer.BadParameter("--backend llm needs --model (and --api-base for a local server)")
+            raise UserError("--backend llm needs --model (and --api-base for a local server: start one with "
+                            "`evokit serve-llm`)")
         chosen = llm_backend(client)
     elif backend == "procedural":
+        foreign = [d for d in seed_dirs if plan_of(d) is None]
+        if foreign:
+            raise UserError(
+                f"{foreign[0]}{f' and {len(foreign) - 1} other seed(s)' if len(foreign) > 1 else ''}: not an "
+                "evokit task (no plan in [metadata.evokit]); the procedural backend needs one: use --backend llm "
+                f"--model M [--api-base URL] (plans are extracted and recorded), or `evokit extract {seeds} "
+                "--model M --api-base URL --write` first")
         chosen = procedural_backend()
     else:
-        raise typer.BadParameter("backend must be procedural or llm")
-    seed_dirs = _task_dirs([seeds])[:limit]
-    cfg = EvolveConfig(generations=generations, effort=effort, direction=direction, seed=seed)
+        raise typer.BadParameter("must be procedural or llm", param_hint="--backend")
     store = run_evolution(seed_dirs, out, cfg, backend=chosen, workers=workers,
                           executor=make_executor(executor, workers, ray_address))
     envs = store.envs()
     console.print(f"{len(envs)} environments in {len(store.lineages())} lineages → {out}")
+    for r in store.records():
+        if r["kind"] == "end" and r["generation"] == 0:  # a seed whose plan could not be extracted
+            console.print(f"[yellow]{escape(r['lineage'])} did not start: {escape(' '.join(r['reason'].split())[:300])}")
+
+
+@app.command()
+def extract(
+    paths: Annotated[list[Path], typer.Argument(help="task folders, or folders of task folders")],
+    model: Annotated[str | None, typer.Option(help="LLM that maps a foreign task onto the catalog")] = None,
+    api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. from `evokit serve-llm`")] = None,
+    write: Annotated[bool, typer.Option("--write", help="record the plan in each task.toml's [metadata.evokit]")] = False,
+    seed: Annotated[int, typer.Option(help="seed sent with the LLM calls")] = 0,
+) -> None:
+    """Recover each task's plan ξ_E (exact for evokit tasks, through the LLM otherwise) and print it.
+
+    With ``--write`` a foreign task's plan is recorded in its task.toml (``[metadata.evokit]``: plan,
+    seed 0, goal), after which every evokit command treats it as an evokit task; task.toml is
+    re-emitted by Harbor (comments are not kept, legacy keys come out migrated).
+    """
+    from evokit.difficulty import catalog_reference
+    from evokit.evolve.harness import plan_difficulty
+    from evokit.extract import extract as extract_plan
+    from evokit.extract import plan_of
+    from evokit.tasks import EvokitMetadata, read_metadata, write_metadata
+
+    client = _client(model, api_base)
+    for t in _task_dirs(paths):
+        exact = plan_of(t)
+        if exact is None and client is None:
+            raise UserError(f"{t}: not an evokit task (no plan in [metadata.evokit]); pass --model (and "
+                            "--api-base for a local server, e.g. from `evokit serve-llm`) to extract its plan")
+        plan = exact or extract_plan(t, client, seed=seed)
+        recorded = False
+        if write and exact is None:
+            old = read_metadata(t) or EvokitMetadata()
+            write_metadata(t, old.model_copy(update={
+                "plan": plan.to_records(), "seed": 0, "goal": plan.goal or None,
+                "difficulty": plan_difficulty(plan, catalog_reference()) or None, "content_hash": None}))
+            recorded = True
+        print(json.dumps({"task": str(t), "source": "metadata" if exact else "llm", "recorded": recorded,
+                          "steps": [f"{st.scenario}/{st.skill}" for st in plan.steps],
+                          "plan": plan.to_records()}))
+
+
+@app.command("serve-llm")
+def serve_llm(
+    model: Annotated[Path | None, typer.Option(help="a .gguf file (default: the bundled SmolLM2-135M-Instruct)")] = None,
+    port: Annotated[int | None, typer.Option(help="port on 127.0.0.1 (default: a free one)")] = None,
+    threads: Annotated[int | None, typer.Option(help="llama.cpp threads (default: half the CPUs)")] = None,
+    n_ctx: Annotated[int, typer.Option(help="context length in tokens")] = 8192,
+    log: Annotated[Path | None, typer.Option(help="append the server's output to this file")] = None,
+) -> None:
+    """Start the bundled local OpenAI-compatible endpoint (llama.cpp + SmolLM2) until Ctrl-C.
+
+    Prints the ``--model`` and ``--api-base`` to pass to `evokit evolve --backend llm`,
+    `evokit extract`, `evokit rollout` or `evokit difficulty`. A 135M model is for trying the
+    plumbing, not for good tasks: point --model at a bigger GGUF file for that.
+    """
+    import signal
+    import threading
+
+    from evokit.local_llm import LocalServer
+
+    if model is not None and not model.is_file():
+        raise UserError(f"--model {model}: no such file (give a .gguf model file, or leave --model out for SmolLM2)")
+    srv = LocalServer(model, n_ctx=n_ctx, n_threads=threads, port=port, log=log, die_with_parent=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    console.print(f"[dim]starting llama.cpp server with {srv.model.name} ({srv.n_threads} thread(s))…")
+    srv.start()
+    try:
+        print(f"--model {srv.model_name} --api-base {srv.api_base}", flush=True)
+        console.print("[dim]serving; Ctrl-C stops it")
+        while not stop.is_set() and srv.proc is not None and srv.proc.poll() is None:
+            stop.wait(0.5)
+        if srv.proc is not None and srv.proc.poll() is not None and not stop.is_set():
+            raise RuntimeError(f"the llama.cpp server exited with {srv.proc.returncode}"
+                               + (f" (log: {log})" if log else " (pass --log FILE to see why)"))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.stop()
+    console.print("[dim]server stopped")
+
+
+@app.command()
+def rollout(
+    path: Annotated[Path, typer.Argument(help="a task folder")],
+    model: Annotated[str | None, typer.Option(help="the agent's model (e.g. from `evokit serve-llm`)")] = None,
+    api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint; without it litellm picks the provider")] = None,
+    n: Annotated[int, typer.Option("-n", "--n", help="rollouts (a GRPO group of G)")] = 1,
+    max_turns: Annotated[int, typer.Option(help="model responses per episode")] = 10,
+    max_tokens: Annotated[int, typer.Option(help="tokens per model response")] = 512,
+    tool_mode: Annotated[str, typer.Option(help="tools (native tool calls) | json ({\"command\": ...} replies)")] = "tools",
+    temperature: Annotated[float, typer.Option(help="sampling temperature (EE: 1.0)")] = 1.0,
+    workers: Annotated[int, typer.Option(help="rollouts at once")] = 2,
+    seed: Annotated[int, typer.Option(help="random seed (per-request seeds are drawn from it)")] = 0,
+    out: Annotated[Path | None, typer.Option(help="append the rollouts as JSON rows here (see `evokit export-traces`)")] = None,
+) -> None:
+    """Run G rollouts of the LLM agent (evokit.agents.LLMAgent) on a task; print rewards, turns and tokens."""
+    from evokit.agents import PROTOCOLS, LLMAgent
+    from evokit.rollout import rollout_group, write_rows
+    from evokit.tasks import load_task
+
+    if model is None:
+        raise UserError("rollout needs --model (and --api-base for a local server, e.g. from `evokit serve-llm`)")
+    if tool_mode not in PROTOCOLS:
+        raise typer.BadParameter(f"must be one of {', '.join(sorted(PROTOCOLS))}", param_hint="--tool-mode")
+    if n < 1 or max_turns < 1 or workers < 1:
+        raise UserError("-n, --max-turns and --workers must be at least 1")
+    (task_dir,) = _task_dirs([path])[:1]
+    task = load_task(task_dir)
+    agent = LLMAgent(_client(model, api_base), max_turns=max_turns, max_tokens=max_tokens, tool_mode=tool_mode,
+                     temperature=temperature)
+    rollouts = rollout_group(agent, task, group_size=n, workers=min(workers, n), max_turns=max_turns, seed=seed)
+    if out is not None:
+        write_rows(rollouts, out, model=model)
+    table = Table(title=f"{n} rollout(s) of {agent.name} on {task_dir.name}")
+    for col in ("#", "reward", "turns", "commands", "completion tokens", "prompt tokens", "finish", "error"):
+        table.add_column(col)
+    for r in rollouts:
+        i = r.info
+        table.add_row(str(r.index), "-" if r.reward is None else f"{r.reward:g}", str(i.get("model_turns", 0)),
+                      str(r.n_turns), str(i.get("completion_tokens", 0)), str(i.get("prompt_tokens", 0)),
+                      str(i.get("finish")), escape((r.error or "")[:80]) + (" (masked)" if r.masked else ""))
+    console.print(table)
+    scored = [r.reward for r in rollouts if r.reward is not None]
+    print(json.dumps({"task": task_dir.name, "rewards": [r.reward for r in rollouts],
+                      "mean_reward": sum(scored) / len(scored) if scored else None,
+                      "turns": [r.info.get("model_turns", 0) for r in rollouts],
+                      "completion_tokens": [r.info.get("completion_tokens", 0) for r in rollouts],
+                      "masked": sum(r.masked for r in rollouts)}))
+
+
+@app.command("export-traces")
+def export_traces(
+    rows: Annotated[list[Path], typer.Argument(help="rollout rows (.jsonl from `evokit rollout --out`, "
+                                                    "`evokit train-llm`), or folders holding them")],
+    out: Annotated[Path, typer.Option(help="SFT dataset to write (.jsonl, one conversation per line)")],
+    min_reward: Annotated[float | None, typer.Option(help="keep only rollouts with at least this reward "
+                                                           "(e.g. 1 for rejection sampling)")] = None,
+) -> None:
+    """Write rollouts as SFT data: ShareGPT-style ``conversations`` rows, as Harbor's `traces export` does."""
+    from evokit.traces import traces_from_rows
+
+    files: list[Path] = []
+    for p in rows:
+        if not p.exists():
+            raise UserError(f"{p}: no such file or folder")
+        files += sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
+    if not files:
+        raise UserError(f"no .jsonl rows under {', '.join(map(str, rows))}")
+    written, skipped = traces_from_rows(files, out, min_reward=min_reward)
+    console.print(f"{written} conversation(s) → {out}" + (f" ({skipped} rollout(s) left out: "
+                  "no kept messages, masked, or under --min-reward)" if skipped else ""))
 
 
 lineage_app = typer.Typer(help="inspect and export a lineage store")
@@ -332,9 +561,55 @@ def sandbox_clean() -> None:
     console.print(f"{len(removed)} removed; {live} live left alone")
 
 
-def main() -> None:  # pragma: no cover
-    app()
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean the user's input is wrong (not a bug in evokit)."""
+    from evokit.evolve.harness import ForeignSeedError
+    from evokit.llm import LLMError
+    from evokit.local_llm import LocalModelUnavailable
+    from evokit.plan import PlanError
+    from evokit.sandbox import DockerfileError
+    from evokit.tasks import TaskFormatError
+    from evokit.traces import TraceRowError
+
+    return (UserError, PlanError, TaskFormatError, ForeignSeedError, DockerfileError, LocalModelUnavailable,
+            LLMError, TraceRowError, FileNotFoundError, NotADirectoryError, FileExistsError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI with its error manners (module docstring); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv[: next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))]
+    try:
+        # Without standalone mode click returns a command's typer.Exit code instead of exiting.
+        code = app(args=argv, prog_name="evokit", standalone_mode=False)
+        return code if isinstance(code, int) else 0
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        print("evokit: aborted", file=sys.stderr)
+        return 130
+    except _UsageError as e:
+        if debug:
+            raise
+        if type(e).__name__ == "NoArgsIsHelpError":  # `evokit` alone: the help was printed
+            return 2
+        cmd = e.ctx.command_path if getattr(e, "ctx", None) is not None else "evokit"
+        print(f"evokit: error: {' '.join(e.format_message().split()).rstrip('.')}; see `{cmd} --help`", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("evokit: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if debug:
+            raise
+        first = " ".join(str(e).split()) or type(e).__name__
+        if isinstance(e, _user_errors()):
+            print(f"evokit: error: {first}", file=sys.stderr)
+            return 2
+        print(f"evokit: internal error: {type(e).__name__}: {first} (rerun with `evokit --debug ...` for the "
+              "traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    sys.exit(main())

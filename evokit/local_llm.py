@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -63,7 +64,8 @@ class LocalServer:
     """
 
     def __init__(self, model: str | Path | None = None, *, n_ctx: int = 4096, n_threads: int | None = None,
-                 port: int | None = None, log: str | Path | None = None, ready_timeout: float = 120.0):
+                 port: int | None = None, log: str | Path | None = None, ready_timeout: float = 120.0,
+                 die_with_parent: bool = False):
         if importlib.util.find_spec("llama_cpp") is None:
             raise LocalModelUnavailable("install llama.cpp's server: pip install 'llama-cpp-python[server]'")
         if n_threads is not None and n_threads < 1:
@@ -73,6 +75,7 @@ class LocalServer:
         self.n_threads = n_threads or default_threads()
         self.n_ctx, self.ready_timeout = n_ctx, ready_timeout
         self.log = Path(log) if log else None
+        self.die_with_parent = die_with_parent
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -84,8 +87,15 @@ class LocalServer:
         return str(self.model)
 
     def command(self) -> list[str]:
-        """The server's command line."""
-        return [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
+        """The server's command line.
+
+        With ``die_with_parent`` (``evokit serve-llm``) it runs under util-linux's ``setpriv
+        --pdeathsig TERM``, so a SIGKILLed ``evokit`` process leaves no orphaned server behind. The
+        signal follows the *thread* that started the server, so it is only for a process whose main
+        thread owns the server (not for servers started from worker threads).
+        """
+        guard = ["setpriv", "--pdeathsig", "TERM", "--"] if self.die_with_parent and shutil.which("setpriv") else []
+        return [*guard, sys.executable, "-m", "llama_cpp.server", "--model", str(self.model), "--host", "127.0.0.1",
                 "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
                 "--n_threads_batch", str(self.n_threads), "--verbose", "false"]
 

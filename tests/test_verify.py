@@ -54,10 +54,20 @@ def test_bundled_examples_verify(task):
     assert v.rewards["null"] == [{"reward": 0.0}]
 
 
-def test_tb2_style_task_builds_and_verifies():
-    """A Terminal-Bench-2-style task (apt + pip at build time, COPY'd fixtures) verifies: oracle 1, null 0."""
-    v = verify_task(ROOT / "tests" / "data" / "tb2_style" / "csv-to-parquet-lite")
+TB2_STYLE = sorted(p for p in (ROOT / "tests" / "data" / "tb2_style").iterdir() if (p / "task.toml").is_file())
+
+
+@pytest.mark.parametrize("task", TB2_STYLE, ids=lambda p: p.name)
+def test_tb2_style_corpus_verifies_without_rubric_false_positives(task):
+    """Each correct third-party-style task (Terminal-Bench 2's style: apt + pip at build time, pytest with
+    a CTRF report, helper scripts the tests run, CRLF inputs, files under /opt, non-root users, a
+    loopback service) builds in the local sandbox and verifies: oracle 1 twice, null 0, and no rubric
+    rule fails (on a correct task, any failed rule is a false positive; benchmarks/bench_rubric.py
+    prints the per-rule table)."""
+    v = verify_task(task)
     assert v.passed, [(c.name, c.reason) for c in v.failures]
+    assert v.rewards["oracle"] == [{"reward": 1.0}, {"reward": 1.0}] and v.rewards["null"] == [{"reward": 0.0}]
+    assert all(c.passed for c in v.checks if c.name.startswith("rubric:"))
 
 
 def test_good_task_and_logs_kept(tmp_path):

@@ -40,9 +40,9 @@ from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
 from evokit.evolve.metrics import mutation
 from evokit.evolve.review import PlanReviewer
 from evokit.lineage import EnvRecord, LineageStore
-from evokit.llm import call_seed
+from evokit.llm import LLMReplyError, call_seed
 from evokit.plan import Plan, render
-from evokit.tasks import Lineage, read_metadata
+from evokit.tasks import EvokitMetadata, Lineage, read_metadata, write_metadata
 from evokit.verify import Verdict, VerifyConfig, verify_task
 
 
@@ -99,6 +99,9 @@ class Backend:
     modifier: Modifier
     usage: Callable[[], dict] = dict  # LLM usage so far (calls, tokens, invalid replies)
     seeded: bool = False  # its roles send call seeds: records carry the direction's llm_seed
+    #: Recovers the plan of a seed without one (a foreign Harbor task): ``extract(task_dir, seed)``.
+    #: None: such seeds are refused with the command that extracts their plan.
+    extract: Callable[[Path, int | None], Plan] | None = None
 
 
 class _ProceduralProposerRole:
@@ -148,11 +151,25 @@ def role_seed(llm_seed: int, role: str, n: int) -> int:
     return call_seed(llm_seed, role, n)
 
 
+class ForeignSeedError(ValueError):
+    """A seed without a plan, given to a backend that cannot extract one; the message says what to run."""
+
+
 def _plan_and_seed(task_dir: Path) -> tuple[Plan, int]:
     meta = read_metadata(task_dir)
     if meta is None or not meta.plan:
-        raise ValueError(f"{task_dir}: no plan in [metadata.evokit]; extract one first (evokit.extract)")
+        raise ForeignSeedError(
+            f"{task_dir}: not an evokit task (no plan in [metadata.evokit]); evolve it with the LLM backend "
+            "(--backend llm --model M [--api-base URL]: its plan is extracted and recorded), or record a plan "
+            f"first with `evokit extract {task_dir} --model M --api-base URL --write`")
     return Plan.from_records(meta.plan, meta.goal or ""), meta.seed or 0
+
+
+def plan_difficulty(plan: Plan, ref: Reference) -> dict:
+    """D_T and its parts; {} for a plan with free-text (``other:``) steps, which have no p_T."""
+    if any(":" in st.scenario or ":" in st.skill for st in plan.steps):
+        return {}
+    return score(plan, ref).as_dict()
 
 
 def _verdict_summary(v: Verdict) -> dict:
@@ -228,8 +245,7 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 new_plan, _ = _plan_and_seed(folder)
                 mut = mutation(parent_dir, folder)
                 # Free-text ("other:") steps of LLM plans have no p_T: D_T is left out for them.
-                free = any(":" in st.scenario or ":" in st.skill for st in new_plan.steps)
-                diff = {} if free else score(new_plan, backend_ref(backend)).as_dict()
+                diff = plan_difficulty(new_plan, backend_ref(backend))
                 name, h = store.add_task(folder)
                 rec = EnvRecord(lineage, g, 1, name, h, parent.content_hash, edit.direction, edit.effort, {
                     "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,
@@ -248,18 +264,40 @@ def backend_ref(backend: Backend) -> Reference:
     return getattr(backend.reviewer, "ref", None) or catalog_reference()
 
 
-def add_seed(store: LineageStore, seed_dir: Path, lineage: str) -> EnvRecord:
-    """Generation 0 of a lineage: the seed task itself (idempotent)."""
+def add_seed(store: LineageStore, seed_dir: Path, lineage: str, backend: Backend | None = None,
+             call_seed: int | None = None) -> EnvRecord:
+    """Generation 0 of a lineage: the seed task itself (idempotent).
+
+    A seed without a plan (an ordinary Harbor task) gets one from ``backend.extract`` (the LLM
+    backend asks its model, EE's first proposer step); the plan is recorded in the store's copy's
+    ``[metadata.evokit]`` and in the record (``"extracted": true``), never in the user's folder, so
+    every later generation reads it like an evokit task's. ``call_seed`` seeds that LLM call.
+    """
     for e in store.lineage(lineage):
         if e.generation == 0:
             return e
-    plan, _ = _plan_and_seed(seed_dir)
+    extracted = False
+    try:
+        plan, _ = _plan_and_seed(seed_dir)
+    except ForeignSeedError:
+        if backend is None or backend.extract is None:
+            raise
+        plan, extracted = backend.extract(Path(seed_dir), call_seed), True
     tmp = Path(tempfile.mkdtemp(dir=store.root, prefix=".seed-"))
-    shutil.copytree(seed_dir, tmp / "t")
-    name, h = store.add_task(tmp / "t")
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        shutil.copytree(seed_dir, tmp / "t")
+        if extracted:
+            old = read_metadata(tmp / "t")
+            meta = (old or EvokitMetadata()).model_copy(update={
+                "plan": plan.to_records(), "seed": 0, "goal": plan.goal or None,
+                "difficulty": plan_difficulty(plan, catalog_reference()) or None, "content_hash": None})
+            write_metadata(tmp / "t", meta)
+        name, h = store.add_task(tmp / "t")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     rec = EnvRecord(lineage, 0, 1, name, h, None, None, None, {
-        "plan": plan.to_records(), "difficulty": score(plan, catalog_reference()).as_dict(), "seed_dir": str(seed_dir)})
+        "plan": plan.to_records(), "difficulty": plan_difficulty(plan, catalog_reference()),
+        "seed_dir": str(seed_dir), **({"extracted": True} if extracted else {})})
     store.add_env(rec)
     return rec
 
@@ -267,7 +305,14 @@ def add_seed(store: LineageStore, seed_dir: Path, lineage: str) -> EnvRecord:
 def evolve_lineage(store: LineageStore, backend: Backend, cfg: EvolveConfig, lineage: str, seed_dir: Path,
                    on_generation: Callable[[], None] = lambda: None) -> list[EnvRecord]:
     """Run (or resume) one lineage to ``cfg.generations`` generations or until it ends."""
-    add_seed(store, seed_dir, lineage)
+    if lineage in store.ended() and not store.lineage(lineage):
+        return []  # its seed's plan could not be extracted (see the end record)
+    try:
+        add_seed(store, seed_dir, lineage, backend, call_seed(cfg.seed, lineage, 0, "extract"))
+    except LLMReplyError as e:  # the model never gave a valid plan: this lineage cannot start; the others go on
+        store.append({"kind": "end", "lineage": lineage, "generation": 0,
+                      "reason": f"plan extraction failed: {e}"})
+        return []
     envs = store.lineage(lineage)
     for _ in envs[1:]:
         on_generation()

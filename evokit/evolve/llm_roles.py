@@ -195,8 +195,13 @@ class LLMModifier:
 
 def llm_backend(client: LLMClient, *, ref: Reference | None = None, retries: int = 2,
                 file_chars: int = 3000, total_chars: int = 12000) -> Backend:
-    """The three roles on one client; ``usage`` reports the client's calls, tokens and invalid replies."""
+    """The three roles on one client; ``usage`` reports the client's calls, tokens and invalid replies.
+
+    Seeds without a plan (ordinary Harbor tasks) get one from :func:`evokit.extract.extract` on the
+    same client when their lineage starts (recorded in the store: :func:`evokit.evolve.harness.add_seed`).
+    """
     ref = ref or catalog_reference()
     return Backend("llm", LLMProposer(client, retries=retries), LLMReviewer(client, ref, retries=retries),
                    LLMModifier(client, ref, retries=retries, file_chars=file_chars, total_chars=total_chars),
-                   usage=lambda: asdict(client.usage), seeded=True)
+                   usage=lambda: asdict(client.usage), seeded=True,
+                   extract=lambda task_dir, seed: extract(task_dir, client, retries=retries, seed=seed))

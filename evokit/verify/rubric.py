@@ -14,6 +14,7 @@ evolution harness, fed back to the modifier, so it says what is wrong and where.
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from collections.abc import Callable, Iterable
@@ -23,6 +24,7 @@ from pathlib import Path
 from harbor.models.task.config import NetworkMode
 from harbor.models.task.task import Task
 
+from evokit.sandbox.image import Image
 from evokit.verify.trial import TrialRun
 
 #: Where task outputs live: the task's workdir plus the usual output roots. Other absolute
@@ -30,8 +32,15 @@ from evokit.verify.trial import TrialRun
 _OUTPUT_ROOTS = ("/app", "/output", "/data", "/srv", "/home", "/workspace", "/mnt")
 _ABS_PATH = re.compile(r"(?<![\w.$}/:-])(/(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)")
 _NETWORK_FETCH = re.compile(
-    r"\b(pip3?\s+install|uv\s+(pip\s+)?(install|add|sync)|apt(-get)?\s+install|curl\s|wget\s|git\s+clone|npm\s+(i|install)\b)"
+    r"\b(pip3?\s+install|uvx\s|uv\s+(pip\s+)?(install|add|sync|run\s+--with)|apt(-get)?\s+install|git\s+clone|"
+    r"npm\s+(i|install)\b)"
 )
+#: curl/wget count as a download unless every URL on the line is on this machine (a task's own
+#: service on the loopback interface is not the network).
+_HTTP_TOOL = re.compile(r"\b(curl|wget)\s")
+_URL = re.compile(r"\b(?:https?|ftp)://([^/\s:'\"]+)")
+_COMMENT_LINE = re.compile(r"^\s*#.*$", re.M)
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "0.0.0.0", "[::1]", "::1"}
 
 
 @dataclass
@@ -41,16 +50,26 @@ class RubricContext:
     task: Task
     oracle_runs: list[TrialRun] = field(default_factory=list)
     null_run: TrialRun | None = None
+    #: The built image, when there is one (verify_task sets it): :func:`outputs_and_inputs` then asks
+    #: it which paths exist, instead of reading the Dockerfile alone.
+    image: Image | None = None
 
     @property
     def root(self) -> Path:
         return self.task.paths.task_dir
 
     def read_tree(self, sub: str) -> dict[str, str]:
-        """Text files under ``sub`` (``tests``, ``solution``, ``environment``), by relative path."""
+        """Text files under ``sub`` (``tests``, ``solution``, ``environment``), by relative path.
+
+        A symlink that leads out of the task folder is skipped: rule reasons quote what they match
+        (and go back to the LLM modifier), so no host file may be read through one.
+        """
         out = {}
         base = self.root / sub
+        root = self.root.resolve()
         for p in sorted(base.rglob("*")) if base.is_dir() else []:
+            if p.is_symlink() and not p.resolve().is_relative_to(root):
+                continue
             if p.is_file() and p.stat().st_size < 1 << 20:
                 try:
                     out[str(p.relative_to(base))] = p.read_text()
@@ -104,25 +123,174 @@ def instruction_nonempty(ctx: RubricContext) -> tuple[bool, str]:
     return words >= 5, f"instruction.md has {words} words (need ≥ 5)"
 
 
-def instruction_names_outputs(ctx: RubricContext) -> tuple[bool, str]:
-    """Every task path the tests check (outside harness/system dirs) appears in the instruction."""
-    instruction = ctx.task.instruction
+def image_paths(ctx: RubricContext) -> set[str]:
+    """Absolute paths the task's image already provides, read from ``environment/Dockerfile``.
+
+    ``COPY``/``ADD`` destinations (each file of a copied folder, mapped to where it lands, with
+    ``WORKDIR``/``ARG``/``ENV`` substitution as Docker does it), ``WORKDIR`` folders, and every
+    absolute path a ``RUN`` line names (``mkdir -p /app/out``, ``echo … > /app/conf.ini``), in the
+    final stage only; ``COPY --from=<stage or image>`` provides its destination. Static: no build
+    needed (verify_task asks the built image instead, see :func:`outputs_and_inputs`). A Dockerfile
+    the parser refuses is read by its final stage, leniently.
+    """
+    from evokit.sandbox.dockerfile import (
+        DockerfileError,
+        parse,
+        parse_copy_args,
+        parse_key_values,
+        substitute,
+    )
+
+    env = ctx.root / "environment"
+    path = env / "Dockerfile"
+    if not path.is_file():
+        return set()
+    text = path.read_text(errors="replace")
+    provided: set[str] = set()
+    env_root = env.resolve()
+    try:
+        instructions = parse(text, path)
+    except DockerfileError:
+        # Multi-stage (or otherwise unsupported here): read the final stage; what it copies from
+        # another stage (COPY --from=...) is provided at its destination.
+        last = "FROM " + re.split(r"(?im)^\s*FROM\s", text)[-1]
+        for line in re.findall(r"(?im)^\s*(?:COPY|ADD)\s+--from=\S+\s+(.+)$", last):
+            provided |= {p for p in _ABS_PATH.findall(line.split()[-1])}
+        last = re.sub(r"(?im)^\s*(?:COPY|ADD)\s+--from=.*$", "", last)
+        try:
+            instructions = parse(last, path)
+        except DockerfileError:
+            return provided
+    # Only the final stage is the image (earlier stages of a multi-stage build are thrown away).
+    froms = [i for i, ins in enumerate(instructions) if ins.keyword == "FROM"]
+    instructions = instructions[froms[-1]:] if froms else instructions
+    variables: dict[str, str] = {}
+    workdir = "/"
+    for ins in instructions:
+        try:
+            if ins.keyword in {"ENV", "ARG"}:
+                variables.update(parse_key_values(substitute(ins.args, variables), ins.keyword, str(ins.line)))
+            elif ins.keyword == "WORKDIR":
+                workdir = str(Path(workdir, substitute(ins.args.strip(), variables)))
+                provided.add(workdir)
+            elif ins.keyword in {"COPY", "ADD"}:
+                sources, dest = parse_copy_args(substitute(ins.args, variables))
+                folder = dest.endswith("/") or len(sources) > 1
+                dest = str(Path(workdir, dest))
+                if "from" in ins.flags:  # from another stage or image: its files land at dest
+                    provided.add(dest)
+                    provided |= {str(Path(dest, Path(src).name)) for src in sources if folder}
+                    continue
+                for src in sources:
+                    for hit in _context_files(env, src):
+                        if hit.is_dir():
+                            provided.add(dest)
+                            provided |= {str(Path(dest, f.relative_to(hit))) for f in _walk(hit, env_root)}
+                        else:
+                            # Docker copies into ``dest`` when it ends with "/" or already is a folder
+                            into = folder or dest in provided or dest == workdir
+                            provided.add(str(Path(dest, hit.name)) if into else dest)
+            elif ins.keyword == "RUN":
+                provided |= set(_ABS_PATH.findall(ins.heredoc or ins.args))
+        except (DockerfileError, ValueError):
+            continue
+    return provided
+
+
+_MAX_CONTEXT_FILES = 20_000  # a build context bigger than this is not walked further (names only, no reads)
+
+
+def _context_files(env: Path, src: str) -> list[Path]:
+    """The build-context entries a COPY source names, confined to ``environment/``.
+
+    The folder may come from an LLM modifier or a third party: a source such as ``../../..`` or a
+    symlink out of the context must not make the rubric walk the host (Docker refuses those too).
+    """
+    root = env.resolve()
+    hits = sorted(env.glob(src.lstrip("/"))) if src.strip("/") not in {"", "."} else [env]
+    return [h for h in hits or [env / src] if h.resolve().is_relative_to(root)]
+
+
+def _walk(folder: Path, root: Path) -> list[Path]:
+    """Files and folders under ``folder`` without following symlinks out of ``root``, at most
+    ``_MAX_CONTEXT_FILES`` of them."""
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(folder):  # os.walk does not follow symlinked folders
+        for name in dirnames + filenames:
+            p = Path(dirpath, name)
+            if p.is_symlink() and not p.resolve().is_relative_to(root):
+                continue
+            out.append(p)
+            if len(out) >= _MAX_CONTEXT_FILES:
+                return out
+    return out
+
+
+#: What a solution line looks like when it writes a file (shell redirection, in-place edits,
+#: copies, Python writes): a path the image provides becomes an output when the solution writes it.
+_WRITES = re.compile(r">|\btee\b|\bsed\s+-i|\b(cp|mv|install|touch|patch|chmod|ln)\b|write|open\(.*['\"][wax]")
+
+
+def solution_writes(ctx: RubricContext, path: str, workdir: str) -> bool:
+    """Does a solution file name ``path`` (absolute, or relative to the workdir) on a line that writes?"""
+    rel = path.removeprefix(workdir + "/")
+    pattern = re.compile(rf"(?<![\w.-]){re.escape(path)}(?![\w.-])|(?<![\w./-]){re.escape(rel)}(?![\w.-])")
+    for text in ctx.read_tree("solution").values():
+        for line in text.splitlines():
+            if pattern.search(line) and _WRITES.search(line):
+                return True
+    return False
+
+
+def outputs_and_inputs(ctx: RubricContext) -> tuple[set[str], set[str]]:
+    """(outputs, inputs) among the task paths the tests name.
+
+    A *task path* is an absolute path in a test script (``tests/*.sh``, ``*.py``, ``*.bash``) under
+    the workdir or a usual data root (``/app``, ``/output``, ``/data``, ``/srv``, ``/home``,
+    ``/workspace``, ``/mnt``); system paths and ``/tests``, ``/logs`` are the harness's. An
+    **output** is a task path the image does not already provide (it must be produced by the
+    agent), or one the image provides but the reference solution writes (a file the agent must
+    change). "Provided" is asked of the built image when ``ctx.image`` is set (so files a ``RUN``
+    step generates, or a base image ships, count), else read from the Dockerfile (:func:`image_paths`). Every other task path is an **input**: a script the tests invoke
+    (``/app/scripts/reset-state.sh``), a fixture they read (``/app/data/readings.csv``).
+    """
     workdir = (ctx.task.config.environment.workdir or "/app").rstrip("/")
     roots = {workdir, *_OUTPUT_ROOTS} - {""}
     tested = set()
     for name, text in ctx.read_tree("tests").items():
         if name.endswith((".sh", ".py", ".bash")):
-            tested |= {p for p in _ABS_PATH.findall(text)
+            tested |= {p.rstrip(".") for p in _ABS_PATH.findall(text)
                        if any(p.startswith(r + "/") for r in roots)}
+    provided = image_paths(ctx)
+    provided |= {str(parent) for p in provided for parent in Path(p).parents}
+
+    def in_image(p: str) -> bool:
+        return p in provided or (ctx.image is not None and ctx.image.find(p) is not None)
+
+    inputs = {p for p in tested if in_image(p) and not solution_writes(ctx, p, workdir)}
+    return tested - inputs, inputs
+
+
+def instruction_names_outputs(ctx: RubricContext) -> tuple[bool, str]:
+    """Every output the tests check (:func:`outputs_and_inputs`) appears in the instruction.
+
+    Named means: the absolute path, its path relative to the workdir, or its file name occurs in
+    instruction.md. Inputs (scripts the tests run, fixtures they read, both shipped in the image)
+    need not be named: the agent finds them in the environment.
+    """
+    instruction = ctx.task.instruction
+    workdir = (ctx.task.config.environment.workdir or "/app").rstrip("/")
+    outputs, inputs = outputs_and_inputs(ctx)
 
     def named(p: str) -> bool:
         rel = p.removeprefix(workdir + "/")
         return p in instruction or rel in instruction or Path(p).name in instruction
 
-    missing = sorted(p for p in tested if not named(p))
+    missing = sorted(p for p in outputs if not named(p))
     if missing:
-        return False, f"tests check {', '.join(missing)} but instruction.md never names them"
-    return True, f"instruction names all {len(tested)} paths the tests check"
+        return False, (f"tests check {', '.join(missing)} but instruction.md never names them (outputs: paths "
+                       "the image does not provide or the solution writes; name each in instruction.md)")
+    return True, f"instruction names all {len(outputs)} outputs the tests check ({len(inputs)} inputs from the image)"
 
 
 def test_writes_reward(ctx: RubricContext) -> tuple[bool, str]:
@@ -139,32 +307,76 @@ def solution_does_not_read_tests(ctx: RubricContext) -> tuple[bool, str]:
     return True, "solution never refers to /tests"
 
 
-def environment_does_not_leak(ctx: RubricContext) -> tuple[bool, str]:
-    """No solution file and no test script is copied into the image (byte-identical).
+#: The files of tests/ that hold the checking logic: the entry point and what pytest collects.
+#: Other files under tests/ are data or helpers, often pristine copies of inputs the image ships
+#: (a reset script, a fixture) kept so the tests can tell whether the agent changed them.
+_TEST_LOGIC = re.compile(r"(^|/)(test\.sh|test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$")
 
-    Input data duplicated under tests/ (so the tests can recompute an answer) is fine;
-    a test script or the reference solution inside the image hands the agent the answer.
+
+def environment_does_not_leak(ctx: RubricContext) -> tuple[bool, str]:
+    """No solution file and no test logic (tests/test.sh, test_*.py, *_test.py, conftest.py) is
+    copied into the image (byte-identical, over 64 bytes).
+
+    Input data or helper scripts duplicated under tests/ (so the tests can recompute an answer or
+    check that an input is unchanged) are fine; the tests' checks or the reference solution inside
+    the image hand the agent the answer.
     """
     secret = {}
-    for sub, pattern in (("solution", "*"), ("tests", "*.sh"), ("tests", "*.py")):
-        for p in (ctx.root / sub).rglob(pattern):
-            if p.is_file() and p.stat().st_size > 64:
-                secret[p.read_bytes()] = f"{sub}/{p.relative_to(ctx.root / sub)}"
+    for sub in ("solution", "tests"):
+        for p in (ctx.root / sub).rglob("*"):
+            rel = p.relative_to(ctx.root / sub).as_posix()
+            if p.is_file() and p.stat().st_size > 64 and (sub == "solution" or _TEST_LOGIC.search(rel)):
+                secret[p.read_bytes()] = f"{sub}/{rel}"
     for p in (ctx.root / "environment").rglob("*"):
         if p.is_file() and (hit := secret.get(p.read_bytes())):
             return False, f"environment/{p.relative_to(ctx.root / 'environment')} is a copy of {hit}"
-    return True, "no test script or solution file is copied into the environment"
+    return True, "no test logic or solution file is copied into the environment"
+
+
+def _fetch(text: str, allowed: Iterable[str] | None = None) -> str | None:
+    """The first command in ``text`` that downloads something it may not, or None.
+
+    A curl/wget line is judged by its URLs, or, when its URL is in a variable, by every URL the
+    file spells out: all on the loopback interface (and at least one) is a local request. With
+    ``allowed`` (an ``allowlist`` task's hosts, ``*.`` wildcards as Harbor writes them), hosts that
+    match are fine and installers are not judged (their index may be on the list).
+    """
+    text = _COMMENT_LINE.sub("", text)  # a comment that mentions an installer runs nothing
+    if allowed is None and (m := _NETWORK_FETCH.search(text)):
+        return m.group(0).strip()
+    ok = _LOCAL_HOSTS | set(allowed or ())
+
+    def reachable(host: str) -> bool:
+        host = host.lower()
+        return host in ok or any(p.startswith("*.") and host.endswith(p[1:]) for p in ok)
+
+    for line in text.splitlines():
+        if _HTTP_TOOL.search(line):
+            hosts = _URL.findall(line) or _URL.findall(text)
+            if not hosts or not all(reachable(h) for h in hosts):
+                return line.strip()[:80]
+    return None
 
 
 def tests_offline_when_forbidden(ctx: RubricContext) -> tuple[bool, str]:
+    """With no network at test time, tests/ must not install packages or download anything.
+
+    Installs (pip, uv/uvx, apt, npm), ``git clone`` and curl/wget of a non-local URL count;
+    requests to the task's own services on the loopback interface (localhost, 127.0.0.1) do not.
+    """
     env = ctx.task.config.environment
-    verifier_mode = ctx.task.config.verifier.network_mode or env.network_mode
+    verifier = ctx.task.config.verifier
+    verifier_mode = verifier.network_mode or env.network_mode
     if verifier_mode == NetworkMode.PUBLIC:
         return True, "the task allows network access during tests"
+    allowed = None
+    if verifier_mode == NetworkMode.ALLOWLIST:
+        allowed = [h.lower() for h in (verifier.allowed_hosts if verifier.network_mode else env.allowed_hosts) or []]
     for name, text in ctx.read_tree("tests").items():
-        if m := _NETWORK_FETCH.search(text):
-            return False, f"tests/{name} fetches at test time ({m.group(0).strip()!r}) but the task has no network"
-    return True, "tests fetch nothing at test time"
+        if hit := _fetch(text, allowed):
+            where = "a host not in its allowlist" if allowed is not None else "the task has no network"
+            return False, f"tests/{name} fetches at test time ({hit!r}) but {where}"
+    return True, "tests fetch nothing at test time" if allowed is None else "tests fetch only from allowed hosts"
 
 
 def timeouts_set(ctx: RubricContext) -> tuple[bool, str]:

@@ -96,15 +96,18 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
         verdict.checks.append(Check("format", False, str(e)))
         return verdict
     ctx = RubricContext(task)
-    for rule, ok, reason in config.rubric.evaluate(ctx, runs=False):
-        verdict.checks.append(Check(f"rubric:{rule.name}", ok, reason))
     try:
         t = time.monotonic()
         image = image_for_task(task)
         verdict.timings["build"] = time.monotonic() - t
     except (DockerfileError, ImageBuildError, SandboxError) as e:
+        for rule, ok, reason in config.rubric.evaluate(ctx, runs=False):  # without the image
+            verdict.checks.append(Check(f"rubric:{rule.name}", ok, reason))
         verdict.checks.append(Check("build", False, str(e)))
         return verdict
+    ctx.image = image  # the static rules see what the built image provides (rubric.outputs_and_inputs)
+    for rule, ok, reason in config.rubric.evaluate(ctx, runs=False):
+        verdict.checks.append(Check(f"rubric:{rule.name}", ok, reason))
 
     log_dir = None
     if config.log_root is not None:

@@ -1,0 +1,2 @@
+CREATE TABLE orders (id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES customers(id), total_cents INTEGER NOT NULL);
+INSERT INTO orders VALUES (10, 1, 1500), (11, 1, 250), (12, 2, 999);

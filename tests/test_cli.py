@@ -1,0 +1,289 @@
+"""The ``evokit`` command line (evokit.cli): the foreign-task journey, error manners, verify over datasets.
+
+The journey test drives ``evokit evolve --backend llm`` on an ordinary Harbor task (no plan in its
+metadata, not from the catalog) against a real HTTP OpenAI-compatible endpoint on 127.0.0.1 that
+serves a scripted sequence of replies (:class:`llm_support.ScriptedEndpoint`). The test is about
+the harness and the CLI, not about a model, so a scripted model is the right one; the live
+SmolLM2 run is tests/test_llm_roles.py. Every verification in it is real (sandbox builds, oracle
+and null trials, rubric).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from llm_support import ScriptedEndpoint
+
+from evokit import cli
+from evokit.lineage import LineageStore
+from evokit.tasks import content_hash, read_metadata
+from evokit.verify import verify_task
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT / "tests" / "data" / "tb2_style"
+ETL = CORPUS / "jsonl-etl-pipeline"
+
+STEP1 = {"pair": "other", "other_scenario": "JSON Lines event files with a country lookup table",
+         "other_skill": "validate records and sum revenue per country name", "reads_previous": False}
+USERS = {"pair": "other", "other_scenario": "the accepted events of the previous step",
+         "other_skill": "list the distinct users with accepted events, sorted", "reads_previous": True}
+USERS_BAD = {**USERS, "other_skill": "count rejected lines per file"}
+
+USERS_TEST = '''
+
+def test_users():
+    assert (OUT / "users.txt").read_text() == "u1\\nu2\\n"
+'''
+USERS_SOLVE = '''json.dump(revenue, open("/app/out/revenue_by_country.json", "w"))
+users = set()
+for path in sorted(glob.glob(cfg["inputs"])):
+    for line in open(path):
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(ev.get("amount_cents"), int) and ev["amount_cents"] >= 0 and ev.get("country") in names:
+            users.add(ev["user"])
+open("/app/out/users.txt", "w").write("".join(u + "\\n" for u in sorted(users)))
+'''
+
+
+def residual(seed: Path, *, solved: bool) -> dict:
+    """The modifier's ΔE for the USERS step: instruction, a new test, and (if ``solved``) the solution."""
+    instruction = (seed / "instruction.md").read_text() + (
+        "3. `/app/out/users.txt`: the distinct `user` values of the accepted events, sorted, one per line.\n")
+    tests = (seed / "tests" / "test_outputs.py").read_text() + USERS_TEST
+    solve = (seed / "solution" / "solve.sh").read_text()
+    solve = solve.replace('json.dump(revenue, open("/app/out/revenue_by_country.json", "w"))\n', USERS_SOLVE) \
+        if solved else solve.replace("# Reference solution", "# Reference solution (users list to do)")
+    return {"files": {"instruction.md": instruction, "tests/test_outputs.py": tests, "solution/solve.sh": solve},
+            "summary": "add a sorted list of users with accepted events"}
+
+
+def test_llm_evolution_of_a_foreign_task_from_the_cli(tmp_path, capsys):
+    """`evokit evolve --backend llm` on an ordinary multi-file Harbor task, over a real HTTP endpoint:
+    the seed's plan is extracted (free text: nothing in the catalog fits) and recorded in the store,
+    the reviewer rejects the first proposal and accepts the second, the modifier's first residual
+    fails verification (its solution misses the new output) and its repair passes; the child is in
+    the store with its lineage, re-verifies, and the free-text steps carry through."""
+    seeds = tmp_path / "dataset" / "team-a"  # a Harbor dataset folder, the task one level down
+    shutil.copytree(ETL, seeds / ETL.name)
+    seed = seeds / ETL.name
+    before = content_hash(seed)
+    replies = [
+        {"steps": [STEP1]},  # plan extraction
+        {"steps": [STEP1, USERS_BAD]},  # proposal, round 1
+        {"accept": False, "reasons": ["counting rejected lines repeats the validation step; add new work"]},
+        {"steps": [STEP1, USERS]},  # proposal, round 2
+        {"accept": True, "reasons": []},
+        residual(seed, solved=False),  # modifier attempt 1: fails the oracle
+        residual(seed, solved=True),  # modifier attempt 2 (repair): verifies
+    ]
+    store_dir = tmp_path / "store"
+    with ScriptedEndpoint(replies) as ep:
+        code = cli.main(["evolve", "--seeds", str(tmp_path / "dataset"), "--out", str(store_dir), "--backend", "llm",
+                         "--model", "scripted", "--api-base", ep.api_base, "--generations", "1",
+                         "--direction", "length", "--workers", "1"])
+        requests = ep.requests
+    assert code == 0, capsys.readouterr()
+    assert len(requests) == 7 and not ep.replies  # every scripted reply was asked for, no more
+    assert "revenue_by_country.json" in requests[0]["messages"][1]["content"]  # the extraction saw the seed
+    assert "counting rejected lines repeats" in requests[3]["messages"][1]["content"]  # review → proposer
+    repair = requests[6]["messages"][1]["content"]  # the verification failure went back to the modifier
+    assert "failed verification" in repair and "oracle: reward 0.0" in repair
+    assert content_hash(seed) == before  # the user's folder is untouched
+
+    store = LineageStore(store_dir)
+    gen0, gen1 = store.envs()
+    assert gen0.data["extracted"] is True and gen0.data["difficulty"] == {}
+    assert read_metadata(store.path(gen0)).plan == gen0.data["plan"]  # recorded in the store's copy
+    assert gen1.generation == 1 and gen1.parent == gen0.content_hash and gen1.direction == "length"
+    assert gen1.data["attempts"] == 2 and gen1.data["verdict"]["passed"]
+    assert [s["scenario"] for s in gen1.data["plan"]] == [f"other:{STEP1['other_scenario']}",
+                                                          f"other:{USERS['other_scenario']}"]
+    assert gen1.data["plan"][1]["input"] == 1
+    meta = read_metadata(store.path(gen1))
+    assert meta.lineage.parent == gen0.content_hash and meta.lineage.generation == 1
+    assert meta.plan == gen1.data["plan"]
+    rejects = [r for r in store.records() if r["kind"] == "reject"]
+    assert not rejects  # the failed attempt was repaired inside the direction
+    again = verify_task(store.path(gen1))
+    assert again.passed, again.failures
+    assert again.rewards["oracle"][0] == {"reward": 1.0} and again.rewards["null"] == [{"reward": 0.0}]
+
+
+def test_extract_command_records_the_plan(tmp_path):
+    """`evokit extract --write` records a foreign task's plan; afterwards it reads back from metadata."""
+    task = tmp_path / ETL.name
+    shutil.copytree(ETL, task)
+    with ScriptedEndpoint([{"steps": [STEP1]}]) as ep:
+        out = subprocess.run([sys.executable, "-m", "evokit.cli", "extract", str(task), "--model", "scripted",
+                              "--api-base", ep.api_base, "--write"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    row = json.loads(out.stdout)
+    assert row["source"] == "llm" and row["recorded"] and row["steps"] == [
+        f"other:{STEP1['other_scenario']}/other:{STEP1['other_skill']}"]
+    assert read_metadata(task).plan == row["plan"]
+    again = subprocess.run([sys.executable, "-m", "evokit.cli", "extract", str(task)], capture_output=True,
+                           text=True, timeout=120)
+    assert again.returncode == 0 and json.loads(again.stdout)["source"] == "metadata"
+
+
+def evokit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evokit.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.parametrize("args, says", [
+    (["evolve", "--seeds", str(CORPUS), "--out", "{tmp}/s"], "not an evokit task"),  # foreign, no --model
+    (["evolve", "--seeds", str(CORPUS), "--out", "{tmp}/s", "--backend", "llm"], "--backend llm needs --model"),
+    (["verify", "{tmp}/nowhere"], "no such file or folder"),
+    (["verify", "{tmp}"], "no task folders"),
+    (["evolve", "--seeds", str(CORPUS), "--out", "{tmp}/s", "--backend", "gpt"], "--backend"),
+    (["verify", "--workers", "many", str(CORPUS)], "--workers"),
+    (["verify", "--nonsense", str(CORPUS)], "--nonsense"),
+    (["difficulty", str(CORPUS / "log-rotate-fix")], "--model"),
+    (["extract", str(CORPUS / "log-rotate-fix")], "--model"),
+    (["serve-llm", "--model", "{tmp}/missing.gguf"], "no such file"),
+    (["evolve", "--seeds", str(ROOT / "examples" / "tasks"), "--out", "{tmp}/s", "--effort", "huge"], "effort"),
+])
+def test_user_errors_are_one_line_exit_2(tmp_path, args, says):
+    """A user's mistake: exit 2, one line on stderr naming the problem (and what to do), no traceback."""
+    out = evokit(*[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert out.returncode == 2, (out.returncode, out.stdout, out.stderr)
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evokit: error: ") and says in lines[0], out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    out = evokit("--debug", "verify", str(tmp_path / "nowhere"))
+    assert out.returncode != 0 and "Traceback" in out.stderr and "UserError" in out.stderr
+
+
+def test_verify_finds_tasks_recursively_and_counts(tmp_path):
+    """`evokit verify DATASET` finds the task folders at any depth and prints a summary line with counts;
+    a task that cannot be loaded counts as an error, a failing one as failed."""
+    elsewhere = tmp_path / "elsewhere" / "good"
+    shutil.copytree(ROOT / "examples" / "tasks" / "pipes-top-ips", elsewhere)
+    (tmp_path / "ds" / "org").mkdir(parents=True)
+    (tmp_path / "ds" / "org" / "good").symlink_to(elsewhere)  # datasets of links to tasks are common
+    bad = tmp_path / "ds" / "vacuous"
+    shutil.copytree(ROOT / "examples" / "tasks" / "pipes-top-ips", bad)
+    (bad / "tests" / "test.sh").write_text("#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")
+    broken = tmp_path / "ds" / "deep" / "er" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "task.toml").write_text("this is not toml = = \n")
+    out = evokit("verify", "--determinism-runs", "1", str(tmp_path / "ds"), timeout=600)
+    assert out.returncode == 1, out.stderr
+    assert "3 task(s): 1 passed, 1 failed, 1 errors" in " ".join(out.stdout.split())
+
+
+def test_rollout_and_export_traces(tmp_path):
+    """`evokit rollout` runs G episodes of the LLM agent over a real HTTP endpoint (scripted replies: the
+    test is about the command, not the model) and prints rewards, turns and tokens; `evokit
+    export-traces` turns the rows into Harbor-style SFT conversations, keeping only the solved one."""
+    task = ROOT / "examples" / "tasks" / "pipes-top-ips"
+    solve = (task / "solution" / "solve.sh").read_text()
+    replies = [{"command": solve}, {"done": True}, {"done": True}]  # episode 0 solves, episode 1 gives up
+    rows = tmp_path / "rows.jsonl"
+    with ScriptedEndpoint(replies) as ep:
+        out = evokit("rollout", str(task), "--model", "scripted", "--api-base", ep.api_base, "-n", "2",
+                     "--workers", "1", "--tool-mode", "json", "--out", str(rows), timeout=300)
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout.strip().splitlines()[-1])
+    assert summary["rewards"] == [1.0, 0.0] and summary["turns"] == [2, 1] and summary["masked"] == 0
+    assert all(t > 0 for t in summary["completion_tokens"])
+    sft = tmp_path / "sft.jsonl"
+    out = evokit("export-traces", str(rows), "--out", str(sft), "--min-reward", "1")
+    assert out.returncode == 0, out.stderr
+    (conv,) = [json.loads(line) for line in sft.read_text().splitlines()]
+    assert conv["task"] == "pipes-top-ips" and conv["result"] == 1.0 and conv["model"] == "scripted"
+    roles = [m["role"] for m in conv["conversations"]]
+    assert roles == ["user", "user", "assistant", "user", "assistant"]  # system, task, command, output, done
+    assert json.loads(conv["conversations"][2]["content"]) == {"command": solve}
+    assert conv["conversations"][3]["content"].startswith("[exit code 0]")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"no": "task"}\n')
+    out = evokit("export-traces", str(bad), "--out", str(tmp_path / "x.jsonl"))
+    assert out.returncode == 2 and "bad.jsonl:1: not a rollout row" in out.stderr
+
+
+def test_serve_llm_prints_its_endpoint_and_stops_cleanly_on_ctrl_c(tmp_path):
+    """`evokit serve-llm` starts the bundled llama.cpp + SmolLM2 endpoint, prints the --model/--api-base
+    to pass to other commands, answers on that endpoint, and on Ctrl-C (SIGINT) stops the server and
+    exits 0, leaving nothing listening."""
+    import signal
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "evokit.cli", "serve-llm", "--n-ctx", "2048",
+                             "--log", str(tmp_path / "server.log")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        line = ""
+        for _ in range(50):  # a few status lines come first
+            line = proc.stdout.readline()
+            if line.startswith("--model ") or not line:
+                break
+        assert line.startswith("--model "), (line, proc.poll())
+        api_base = line.split("--api-base ", 1)[1].strip()
+        assert api_base.startswith("http://127.0.0.1:") and api_base.endswith("/v1")
+        models = json.loads(urllib.request.urlopen(f"{api_base}/models", timeout=30).read())
+        assert models["data"][0]["id"] == line.split()[1]  # completions: tests/test_llm_roles.py, test_extract.py
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "server stopped" in out and "Traceback" not in err
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{api_base}/models", timeout=2)
+
+
+def test_a_seed_whose_plan_cannot_be_extracted_ends_its_lineage_only(tmp_path):
+    """Extraction replies that never validate end that seed's lineage with the reasons on record; the
+    run completes (exit 0) and says so instead of crashing (scripted endpoint, as above)."""
+    seeds = tmp_path / "seeds"
+    shutil.copytree(ETL, seeds / ETL.name)
+    with ScriptedEndpoint(["no plan, sorry"] * 3) as ep:  # the first try and two retries
+        code = cli.main(["evolve", "--seeds", str(seeds), "--out", str(tmp_path / "store"), "--backend", "llm",
+                         "--model", "scripted", "--api-base", ep.api_base, "--generations", "1", "--workers", "1"])
+    assert code == 0
+    store = LineageStore(tmp_path / "store")
+    (end,) = [r for r in store.records() if r["kind"] == "end"]
+    assert end["generation"] == 0 and "plan extraction failed" in end["reason"] and not store.envs()
+
+
+def test_a_killed_serve_llm_leaves_no_server_behind():
+    """SIGKILL (no chance to clean up) of `evokit serve-llm` still stops its llama.cpp server."""
+    import signal
+    import time
+    import urllib.request
+
+    proc = subprocess.Popen([sys.executable, "-m", "evokit.cli", "serve-llm", "--n-ctx", "512"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    try:
+        line = ""
+        for _ in range(50):
+            line = proc.stdout.readline()
+            if line.startswith("--model ") or not line:
+                break
+        api_base = line.split("--api-base ", 1)[1].strip()
+        urllib.request.urlopen(f"{api_base}/models", timeout=30).read()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{api_base}/models", timeout=2).read()
+        except OSError:
+            return
+        time.sleep(0.3)
+    pytest.fail(f"the server at {api_base} outlived its SIGKILLed `evokit serve-llm`")
