@@ -40,8 +40,8 @@ from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
 from evokit.evolve.metrics import mutation
 from evokit.evolve.review import PlanReviewer
 from evokit.lineage import EnvRecord, LineageStore
-from evokit.llm import call_seed
 from evokit.plan import Plan, render
+from evokit.seeding import call_seed
 from evokit.tasks import Lineage, read_metadata
 from evokit.verify import Verdict, VerifyConfig, verify_task
 

@@ -5,8 +5,8 @@ notebooks read the rows and draw. Every step is cached on disk: seeds, lineage s
 runs resume where they stopped (:mod:`evokit.seeds`, :mod:`evokit.evolve`, :mod:`evokit.train`), and
 ``study.json`` refuses a results folder made with other parameters. One module per study:
 
-* :mod:`evokit.studies.warm_start` — seeds and evolved lineages, EE's warm start (step 0), and
-  starting a training run from given weights;
+* :mod:`evokit.studies.warm_start` — seeds and evolved lineages, EE's warm start (step 0, an
+  initial policy for :func:`evokit.train.train`);
 * :mod:`evokit.studies.curricula` — EL vs random order (``ee_el_scheduler``, ``ee_trajectory_growth``);
 * :mod:`evokit.studies.methods` — evolution vs co-evolution vs ensemble (``ee_methods``);
 * :mod:`evokit.studies.genenv` — GenEnv's loop, data efficiency and theory (``genenv_alpha``,
@@ -40,25 +40,17 @@ from evokit.studies.methods import (
     METHODS,
     MIN_FAILED,
     ROLLOUTS,
-    bank_records,
     environments_per_method,
     methods_frame,
     methods_study,
     pass_rates,
 )
-from evokit.studies.warm_start import (
-    WARMUP_LR,
-    WARMUP_STEPS,
-    fine_tune_on_solutions,
-    seed_store,
-    solution_targets,
-    warm_policy,
-)
+from evokit.studies.warm_start import WARMUP_LR, WARMUP_STEPS, seed_store, warm_policy
 
 __all__ = [
     "DATA_METHODS", "METHODS", "MIN_FAILED", "ROLLOUTS", "SIMULATORS", "WARMUP_LR", "WARMUP_STEPS",
-    "bank_records", "curricula_frame", "curricula_study", "curricula_summary", "data_efficiency_frame",
-    "data_efficiency_study", "environments_per_method", "fine_tune_on_solutions", "genenv_frame",
+    "curricula_frame", "curricula_study", "curricula_summary", "data_efficiency_frame",
+    "data_efficiency_study", "environments_per_method", "genenv_frame",
     "genenv_pool_tasks", "genenv_study", "genenv_summary", "methods_frame", "methods_study", "pass_rates",
-    "read_rows", "seed_store", "solution_targets", "static_tasks", "theory_study", "warm_policy",
+    "read_rows", "seed_store", "static_tasks", "theory_study", "warm_policy",
 ]
