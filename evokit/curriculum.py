@@ -349,13 +349,28 @@ def _checked(envs: Sequence[EnvRow], cfg: ELConfig) -> list[EnvRow]:
     return [r for r in env_rows(envs) if r.generation >= cfg.start_generation]
 
 
-@register("el")
 @dataclass(frozen=True)
-class EL:
-    """EE's Evolution-Lineage scheduler as a task source."""
+class _OverEnvs:
+    """What EL, random and D_T order share as sources: environment rows in, TaskRefs out, p̂ fed one by one."""
 
     envs: tuple[EnvRow, ...]
     config: ELConfig = ELConfig()
+
+    def sample(self, state, rng, n):
+        state, ids = self.draw(state, rng, n)
+        return state, _refs(self.envs, ids)
+
+    def update(self, state, results):
+        for env, p in _fed(results):
+            state = self.feed(state, env, p)
+        return state
+
+
+@register("el")
+@dataclass(frozen=True)
+class EL(_OverEnvs):
+    """EE's Evolution-Lineage scheduler as a task source."""
+
     name: ClassVar[str] = "el"
 
     def init(self, run: Run) -> ELState:
@@ -363,14 +378,11 @@ class EL:
             raise ValueError("a curriculum needs environments; the store or task list is empty")
         return el_init(lineage_sizes(env_rows(self.envs)), self.config)
 
-    def sample(self, state: ELState, rng, n):
-        state, ids = el_sample(state, rng, n)
-        return state, _refs(self.envs, ids)
+    def draw(self, state: ELState, rng, n):
+        return el_sample(state, rng, n)
 
-    def update(self, state: ELState, results) -> ELState:
-        for env, p in _fed(results):
-            state = el_update(state, env[0], p, at=(env[1], env[2]))
-        return state
+    def feed(self, state: ELState, env: EnvId, p: float) -> ELState:
+        return el_update(state, env[0], p, at=(env[1], env[2]))
 
     def done(self, state: ELState) -> bool:
         return el_done(state)
@@ -385,22 +397,19 @@ class EL:
 
 @register("random")
 @dataclass(frozen=True)
-class RandomOrder:
-    """EE's random order over every environment (generations ≥ start_generation)."""
+class RandomOrder(_OverEnvs):
+    """EE's random order over every environment (generations ≥ start_generation); pass rates change nothing."""
 
-    envs: tuple[EnvRow, ...]
-    config: ELConfig = ELConfig()
     name: ClassVar[str] = "random"
 
     def init(self, run: Run) -> RandomState:
         return random_init([(r.lineage, r.generation, r.k) for r in _checked(self.envs, self.config)], run.seed)
 
-    def sample(self, state: RandomState, rng, n):
-        state, ids = random_sample(state, n, rng)
-        return state, _refs(self.envs, ids)
+    def draw(self, state: RandomState, rng, n):
+        return random_sample(state, n, rng)
 
-    def update(self, state: RandomState, results) -> RandomState:
-        return state  # random order does not react to pass rates
+    def feed(self, state: RandomState, env: EnvId, p: float) -> RandomState:
+        return state
 
     def done(self, state: RandomState) -> bool:
         return False
@@ -411,11 +420,9 @@ class RandomOrder:
 
 @register("dt")
 @dataclass(frozen=True)
-class DTOrder:
+class DTOrder(_OverEnvs):
     """evokit's D_T-order baseline (module docstring); ``width`` defaults to the number of lineages."""
 
-    envs: tuple[EnvRow, ...]
-    config: ELConfig = ELConfig()
     width: int | None = None
     name: ClassVar[str] = "dt"
 
@@ -423,14 +430,11 @@ class DTOrder:
         kept = _checked(self.envs, self.config)
         return dt_init([((r.lineage, r.generation, r.k), r.d_t) for r in kept], self.config, self.width)
 
-    def sample(self, state: DTState, rng, n):
-        state, ids = dt_sample(state, rng, n)
-        return state, _refs(self.envs, ids)
+    def draw(self, state: DTState, rng, n):
+        return dt_sample(state, rng, n)
 
-    def update(self, state: DTState, results) -> DTState:
-        for env, p in _fed(results):
-            state = dt_update(state, env, p)
-        return state
+    def feed(self, state: DTState, env: EnvId, p: float) -> DTState:
+        return dt_update(state, env, p)
 
     def done(self, state: DTState) -> bool:
         return all(state.passed)

@@ -111,7 +111,7 @@ def test_reference_solver_is_cached_by_its_settings(tmp_path):
     """A tiny warm-up trains, saves and reloads; other settings retrain."""
     a = rs.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
     assert (tmp_path / "reference_solver.pt").exists()
-    assert len(rw.read_rows(tmp_path / "reference_solver.jsonl")) == 1
+    assert len(rw.read_rows(tmp_path / "reference_solver_run" / "steps.jsonl")) == 1
     cache = rs.pass_rate_cache(tmp_path, seed=0, rollouts=8)
     rw.append_rows(cache, [{"content_hash": "0" * 16, "pass_rate": 0.5, "turns": 2.0}])
     b = rs.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
@@ -119,7 +119,7 @@ def test_reference_solver_is_cached_by_its_settings(tmp_path):
     assert all(torch_equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
     rs.reference_solver(tmp_path, warmup_steps=2, tasks_per_step=2, group_size=2, workers=2, progress=False)
     assert json.loads((tmp_path / "reference_solver.json").read_text())["params"]["warmup_steps"] == 2
-    assert len(rw.read_rows(tmp_path / "reference_solver.jsonl")) == 2
+    assert len(rw.read_rows(tmp_path / "reference_solver_run" / "steps.jsonl")) == 2
     assert not cache.exists()  # a retrained solver does not inherit the old one's pass rates
 
 

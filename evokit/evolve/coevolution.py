@@ -22,6 +22,7 @@ from typing import ClassVar
 
 from evokit.curriculum import RandomState, random_init, random_sample
 from evokit.evolve.baselines import CoevolutionConfig, WeaknessBank, coevolve_round, update_bank
+from evokit.grpo import usable
 from evokit.learners import task_plan
 from evokit.lineage import LineageStore
 from evokit.sources import GroupResult, Run, TaskRef, register
@@ -40,7 +41,7 @@ def bank_records(rows: Sequence[dict], task_dirs: Sequence[Path]) -> list[dict]:
     """Rollout rows as :func:`~evokit.evolve.baselines.update_bank` records (plan + per-step results)."""
     plans = {Path(d).name: task_plan(d)[0] for d in task_dirs}
     return [{"plan": plans[r["task"]], "step_results": r["rewards"]} for r in rows
-            if not r["masked"] and r["rewards"] and r["task"] in plans]
+            if usable(r) and r["rewards"] and r["task"] in plans]
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ class Coevolution:
 
     def update(self, state: CoevolutionState, results: Sequence[GroupResult]) -> CoevolutionState:
         records = [{"plan": task_plan(r.ref.path)[0], "step_results": row["rewards"]}
-                   for r in results if r.ref.path is not None for row in r.rows if not row["masked"] and row["rewards"]]
+                   for r in results if r.ref.path is not None for row in r.rows if usable(row) and row["rewards"]]
         bank = update_bank(state.bank, records, decay=self.config.decay)
         return replace(state, bank=bank, step=state.step + 1)
 

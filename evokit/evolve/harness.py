@@ -155,7 +155,7 @@ def _plan_and_seed(task_dir: Path) -> tuple[Plan, int]:
     return Plan.from_records(meta.plan, meta.goal or ""), meta.seed or 0
 
 
-def _verdict_summary(v: Verdict) -> dict:
+def verdict_summary(v: Verdict) -> dict:
     return {"passed": v.passed, "failures": [f"{c.name}: {c.reason}" for c in v.failures],
             "rewards": v.rewards}
 
@@ -233,7 +233,7 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 name, h = store.add_task(folder)
                 rec = EnvRecord(lineage, g, 1, name, h, parent.content_hash, edit.direction, edit.effort, {
                     "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,
-                    "mutation": mut, "verdict": _verdict_summary(verdict), "attempts": attempt + 1,
+                    "mutation": mut, "verdict": verdict_summary(verdict), "attempts": attempt + 1,
                     "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage(), **seeded})
                 store.add_env(rec)
                 return rec

@@ -16,6 +16,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,23 +41,39 @@ from evokit.train import TrainConfig, new_policy, train
 SIMULATORS = ("learning", "random")
 
 
-def genenv_study(results_dir: str | Path, *, epochs: int, batches_per_epoch: int, tasks_per_batch: int,
-                 rollouts: int, seed: int = 0, workers: int = 2, simulators: Sequence[str] = SIMULATORS) -> Path:
+@dataclass(frozen=True)
+class GenEnvSizes:
+    """A GenEnv run's sizes: an epoch is ``batches_per_epoch`` batches of ``tasks_per_batch`` tasks, each tried
+    ``rollouts`` times (the GRPO group). A study's config is what ``study.json`` records and a notebook overrides."""
+
+    epochs: int = 12
+    batches_per_epoch: int = 16
+    tasks_per_batch: int = 1
+    rollouts: int = 5
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class GenEnvStudy(GenEnvSizes):
+    """GenEnv's loop with the learning simulator and the random one."""
+
+    simulators: tuple[str, ...] = SIMULATORS
+
+
+def genenv_study(results_dir: str | Path, study: GenEnvStudy = GenEnvStudy(), *, workers: int = 2) -> Path:
     """GenEnv's co-evolution loop with the learning simulator and the random (never updated) one.
 
-    Rows: ``<simulator>/steps.jsonl`` (one per epoch) and the two pools (:func:`evokit.train.train` with :class:`evokit.genenv.GenEnvSource`);
-    read them with :func:`genenv_frame`.
+    Rows: ``<simulator>/steps.jsonl`` (one per epoch) and the two pools (:func:`evokit.train.train` on
+    :class:`evokit.genenv.GenEnvSource`); read them with :func:`genenv_frame`.
     """
     out = Path(results_dir)
-    unknown = sorted(set(simulators) - set(SIMULATORS))
+    unknown = sorted(set(study.simulators) - set(SIMULATORS))
     if unknown:
         raise ValueError(f"unknown simulators {unknown}; choose from {SIMULATORS}")
-    check_study(out, {"study": "genenv", "epochs": epochs, "batches_per_epoch": batches_per_epoch,
-                        "tasks_per_batch": tasks_per_batch, "rollouts": rollouts, "seed": seed,
-                        "simulators": list(simulators)})
-    for sim in simulators:
-        _genenv_run(out / sim, epochs=epochs, batches_per_epoch=batches_per_epoch, tasks_per_batch=tasks_per_batch,
-                    rollouts=rollouts, seed=seed, workers=workers, learning=sim == "learning")
+    check_study(out, {"study": "genenv", **asdict(study)})
+    for sim in study.simulators:
+        _genenv_run(out / sim, epochs=study.epochs, batches_per_epoch=study.batches_per_epoch,
+                    tasks_per_batch=study.tasks_per_batch, rollouts=study.rollouts, seed=study.seed, workers=workers, learning=sim == "learning")
     return out
 
 
@@ -170,11 +187,22 @@ def static_tasks(out: Path, n: int, *, seed: int, min_len: int, max_len: int) ->
     return dirs
 
 
-def data_efficiency_study(results_dir: str | Path, *, epochs: int, batches_per_epoch: int, tasks_per_batch: int,
-                          rollouts: int, amounts: Sequence[int], passes: int, n_heldout: int,
-                          group_size: int = 8, tasks_per_step: int = 2, eval_rollouts: int = ROLLOUTS, seed: int = 0,
-                          workers: int = 2, methods: Sequence[str] = DATA_METHODS,
-                          heldout_steps: Sequence[int] = (MIN_STEPS, MAX_STEPS)) -> Path:
+@dataclass(frozen=True)
+class DataEfficiencyStudy(GenEnvSizes):
+    """GenEnv's data efficiency: one learning-simulator run's sizes, then the subsets, passes and held-out set."""
+
+    amounts: tuple[int, ...] = (4, 8, 16)
+    passes: int = 2
+    n_heldout: int = 12
+    group_size: int = 8
+    tasks_per_step: int = 2
+    eval_rollouts: int = ROLLOUTS
+    methods: tuple[str, ...] = DATA_METHODS
+    heldout_steps: tuple[int, int] = (MIN_STEPS, MAX_STEPS)
+
+
+def data_efficiency_study(results_dir: str | Path, study: DataEfficiencyStudy = DataEfficiencyStudy(), *,
+                          workers: int = 2) -> Path:
     """Held-out pass rate vs training tasks: GenEnv's D_train pool vs static augmentation.
 
     1. One learning-simulator GenEnv run (``genenv/``); its D_train pool's tasks, in a seeded
@@ -188,44 +216,42 @@ def data_efficiency_study(results_dir: str | Path, *, epochs: int, batches_per_e
        (amount, method, score, steps).
     """
     out = Path(results_dir)
-    unknown = sorted(set(methods) - set(DATA_METHODS))
+    unknown = sorted(set(study.methods) - set(DATA_METHODS))
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {DATA_METHODS}")
-    check_study(out, {"study": "data_efficiency", "epochs": epochs, "batches_per_epoch": batches_per_epoch,
-                        "tasks_per_batch": tasks_per_batch, "rollouts": rollouts, "amounts": list(amounts),
-                        "passes": passes, "n_heldout": n_heldout, "group_size": group_size,
-                        "tasks_per_step": tasks_per_step, "eval_rollouts": eval_rollouts, "seed": seed,
-                        "methods": list(methods), "heldout_steps": list(heldout_steps)})
-    gcfg = GenEnvConfig(tasks_per_batch=tasks_per_batch)
-    run = _genenv_run(out / "genenv", epochs=epochs, batches_per_epoch=batches_per_epoch,
-                      tasks_per_batch=tasks_per_batch, rollouts=rollouts, seed=seed, workers=workers, learning=True)
+    check_study(out, {"study": "data_efficiency", **asdict(study)})
+    gcfg = GenEnvConfig(tasks_per_batch=study.tasks_per_batch)
+    run = _genenv_run(out / "genenv", epochs=study.epochs, batches_per_epoch=study.batches_per_epoch,
+                      tasks_per_batch=study.tasks_per_batch, rollouts=study.rollouts, seed=study.seed,
+                      workers=workers, learning=True)
     pool = genenv_pool_tasks(run)
-    if max(amounts) > len(pool):
-        raise ValueError(f"amounts go up to {max(amounts)} tasks but the GenEnv pool has {len(pool)}; raise epochs, "
+    if max(study.amounts) > len(pool):
+        raise ValueError(f"amounts go up to {max(study.amounts)} tasks but the GenEnv pool has {len(pool)}; raise epochs, "
                          "batches_per_epoch or tasks_per_batch, or lower the amounts")
-    order = np.random.default_rng([seed, 4_242]).permutation(len(pool)).tolist()
+    order = np.random.default_rng([study.seed, 4_242]).permutation(len(pool)).tolist()
     sources = {"GenEnv": [pool[i] for i in order],
-               "static augmentation": static_tasks(out / "static_tasks", len(pool), seed=seed,
+               "static augmentation": static_tasks(out / "static_tasks", len(pool), seed=study.seed,
                                                    min_len=gcfg.min_len, max_len=gcfg.max_len)}
-    heldout_rows = make_seeds(n_heldout, seed + 2000, out / "heldout", workers=workers, progress=False,
-                              min_steps=heldout_steps[0], max_steps=heldout_steps[1])
+    heldout_rows = make_seeds(study.n_heldout, study.seed + 2000, out / "heldout", workers=workers, progress=False,
+                              min_steps=study.heldout_steps[0], max_steps=study.heldout_steps[1])
     heldout = [out / "heldout" / r["name"] for r in heldout_rows]
     rows_path = out / "data_efficiency.jsonl"
     done = {(r["method"], r["amount"]) for r in read_rows(rows_path)}
     if ("untrained", 0) not in done:
-        rate = evaluate(new_policy(PolicyConfig(), seed), heldout, n=eval_rollouts, seed=seed + 7, workers=workers)
+        rate = evaluate(new_policy(PolicyConfig(), study.seed), heldout, n=study.eval_rollouts, seed=study.seed + 7,
+                        workers=workers)
         append_rows(rows_path, [{"method": "untrained", "amount": 0, "score": rate, "steps": 0}])
-    for method in methods:
+    for method in study.methods:
         lineage = "genenv" if method == "GenEnv" else "static"
-        for amount in sorted(amounts):
+        for amount in sorted(study.amounts):
             if (method, amount) in done:
                 continue
             store = LineageStore(out / "subsets" / lineage / f"a{amount:04d}" / "store")
             for k, task in enumerate(sources[method][:amount], 1):
                 _add_task(store, lineage, k, task)
-            n_steps = math.ceil(passes * amount / tasks_per_step)
-            cfg = TrainConfig(steps=n_steps, tasks_per_step=tasks_per_step, group_size=group_size, seed=seed,
-                              workers=workers, eval_every=n_steps, eval_rollouts=eval_rollouts)
+            n_steps = math.ceil(study.passes * amount / study.tasks_per_step)
+            cfg = TrainConfig(steps=n_steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
+                              seed=study.seed, workers=workers, eval_every=n_steps, eval_rollouts=study.eval_rollouts)
             run_dir = train(RandomOrder(store_envs(store)), PolicyConfig(), out / "subsets" / lineage /
                             f"a{amount:04d}" / "train", cfg, eval_tasks=heldout, progress=False)
             score_ = read_rows(run_dir / "evals.jsonl")[-1]["pass_rate"]

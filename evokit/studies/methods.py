@@ -18,6 +18,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -30,10 +31,9 @@ from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, evaluate
 from evokit.lineage import LineageStore
 from evokit.rollout import write_rows
 from evokit.rows import read_rows
-from evokit.seeds import MAX_STEPS, MIN_STEPS
 from evokit.sources import make_source
 from evokit.studies.rows import check_study
-from evokit.studies.warm_start import WARMUP_STEPS, seed_store, warm_policy
+from evokit.studies.warm_start import EEStudy, seed_store, warm_policy
 from evokit.train import TrainConfig, train
 
 MIN_FAILED = 3  # the ensemble needs parts; if fewer seeds are failed, the hardest seeds are used
@@ -64,11 +64,23 @@ def pass_rates(rows: Sequence[dict]) -> dict[str, float]:
 METHODS = ("evolution", "co-evolution", "ensemble")
 
 
-def methods_study(results_dir: str | Path, *, n_seeds: int, generations: int, steps: int, refresh_every: int,
-                  n_heldout: int, heldout_generations: int, eval_every: int, group_size: int = 8,
-                  tasks_per_step: int = 2, eval_rollouts: int = ROLLOUTS, seed: int = 0, workers: int = 2,
-                  methods: Sequence[str] = METHODS, evolution_curriculum: str = "el",
-                  warmup_steps: int = WARMUP_STEPS, seed_steps: Sequence[int] = (MIN_STEPS, MAX_STEPS)) -> Path:
+@dataclass(frozen=True)
+class MethodsStudy(EEStudy):
+    """EE §5.1's method comparison: the shared sizes, co-evolution's refresh, the held-out set, the methods."""
+
+    n_seeds: int = 6
+    generations: int = 3
+    steps: int = 20
+    refresh_every: int = 10
+    n_heldout: int = 4
+    heldout_generations: int = 2
+    eval_every: int = 5
+    eval_rollouts: int = ROLLOUTS
+    methods: tuple[str, ...] = METHODS
+    evolution_curriculum: str = "el"
+
+
+def methods_study(results_dir: str | Path, study: MethodsStudy = MethodsStudy(), *, workers: int = 2) -> Path:
     """EE §5.1: evolution vs co-evolution vs environment ensemble, with the same number of environments.
 
     The budget N is the number of evolved environments (generations ≥ 1) in the evolution store.
@@ -80,34 +92,31 @@ def methods_study(results_dir: str | Path, *, n_seeds: int, generations: int, st
     ``train/<method>/…/steps.jsonl``, ``evals.jsonl``, ``initial_eval.json``; see :func:`methods_frame`.
     """
     out = Path(results_dir)
-    unknown = sorted(set(methods) - set(METHODS))
+    unknown = sorted(set(study.methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {METHODS}")
-    check_study(out, {"study": "methods", "n_seeds": n_seeds, "generations": generations, "steps": steps,
-                        "refresh_every": refresh_every, "n_heldout": n_heldout,
-                        "heldout_generations": heldout_generations, "eval_every": eval_every,
-                        "group_size": group_size, "tasks_per_step": tasks_per_step, "eval_rollouts": eval_rollouts,
-                        "seed": seed, "methods": list(methods), "evolution_curriculum": evolution_curriculum,
-                        "warmup_steps": warmup_steps, "seed_steps": list(seed_steps)})
-    seeds, store = seed_store(out, n_seeds=n_seeds, generations=generations, seed=seed, workers=workers,
-                              seed_steps=seed_steps)
+    check_study(out, {"study": "methods", **asdict(study)})
+    seeds, store = seed_store(out, n_seeds=study.n_seeds, generations=study.generations, seed=study.seed,
+                              workers=workers,
+                              seed_steps=study.seed_steps)
     budget = sum(e.generation >= 1 for e in store.envs())
-    _, held = seed_store(out, n_seeds=n_heldout, generations=heldout_generations, seed=seed + 1000,
-                         workers=workers, seed_steps=seed_steps, name="heldout_")
+    _, held = seed_store(out, n_seeds=study.n_heldout, generations=study.heldout_generations, seed=study.seed + 1000,
+                         workers=workers, seed_steps=study.seed_steps, name="heldout_")
     heldout = sorted(held.path(e) for e in held.envs() if e.generation >= 1)
-    cfg = TrainConfig(steps=steps, tasks_per_step=tasks_per_step, group_size=group_size, seed=seed, workers=workers,
-                      eval_every=eval_every, eval_rollouts=eval_rollouts)
-    policy = warm_policy(out, seed, steps=warmup_steps)
+    cfg = TrainConfig(steps=study.steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
+                      seed=study.seed, workers=workers,
+                      eval_every=study.eval_every, eval_rollouts=study.eval_rollouts)
+    policy = warm_policy(out, study.seed, steps=study.warmup_steps)
     initial = out / "initial_eval.json"
     if not initial.exists():  # step 0 of every method: the same warm policy
-        rate = evaluate(policy, heldout, n=eval_rollouts, seed=seed + 7, workers=workers)
+        rate = evaluate(policy, heldout, n=study.eval_rollouts, seed=study.seed + 7, workers=workers)
         initial.write_text(json.dumps({"pass_rate": rate, "heldout_tasks": len(heldout), "budget": budget}))
     seed_rows = _groups_cached(out / "seed_rollouts.jsonl", policy, seeds, group_size=ROLLOUTS, workers=workers,
-                               seed=seed * 7 + 3)
-    for method in methods:
+                               seed=study.seed * 7 + 3)
+    for method in study.methods:
         run = out / "train" / method
         if method == "evolution":
-            train(make_source(evolution_curriculum, envs=store_envs(store)), PolicyConfig(), run, cfg,
+            train(make_source(study.evolution_curriculum, envs=store_envs(store)), PolicyConfig(), run, cfg,
                   init_policy=policy, eval_tasks=heldout, progress=False)
         elif method == "ensemble":
             rates = pass_rates(seed_rows)
@@ -115,14 +124,14 @@ def methods_study(results_dir: str | Path, *, n_seeds: int, generations: int, st
             failed = [d for d in by_rate if rates[d.name] < 1.0]
             failed = failed if len(failed) >= MIN_FAILED else by_rate[:MIN_FAILED]
             ens = LineageStore(out / "ensemble_store")
-            made = ensemble(failed, ens, budget=budget, seed=seed)
+            made = ensemble(failed, ens, budget=budget, seed=study.seed)
             (out / "ensemble.json").write_text(json.dumps({"failed_seeds": [d.name for d in failed],
                                                            "pass_rates": rates, "made": len(made)}, indent=2))
             train(RandomOrder(store_envs(ens)), PolicyConfig(), run, cfg, init_policy=policy, eval_tasks=heldout,
                   progress=False)
         else:
             _coevolution(out, run, cfg, policy, seeds, seed_rows, heldout, budget=budget,
-                         refresh_every=refresh_every)
+                         refresh_every=study.refresh_every)
     return out
 
 
@@ -131,8 +140,8 @@ def _coevolution(out: Path, run: Path, cfg: TrainConfig, policy: SkillPolicy, se
     """One run on the co-evolution source: a new round from the weakness bank every ``refresh_every`` steps."""
     config = CoevolutionConfig(refresh_every=refresh_every)
     bank = update_bank(WeaknessBank(), bank_records(seed_rows, seeds), decay=config.decay)
-    source = Coevolution(tuple(seeds), out / "coevolution_store", split_budget(budget, math.ceil(cfg.steps / refresh_every)),
-                         bank, config)
+    sizes = split_budget(budget, math.ceil(cfg.steps / refresh_every))
+    source = Coevolution(tuple(seeds), out / "coevolution_store", sizes, bank, config)
     train(source, PolicyConfig(), run, cfg, init_policy=policy, eval_tasks=heldout, progress=False)
 
 

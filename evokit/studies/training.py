@@ -1,6 +1,8 @@
 """The training studies: EE's curricula and method comparison, GenEnv's loop, data efficiency and theory.
 
-Each study is one call that computes (or resumes) and writes rows under its results folder; the
+Each study is a frozen config dataclass (``CurriculaStudy``, ``MethodsStudy``, ``GenEnvStudy``,
+``DataEfficiencyStudy``: what ``study.json`` records and what a notebook's parameters override) and
+one call that computes (or resumes) and writes rows under its results folder; the
 notebooks read the rows and draw. Every step is cached on disk: seeds, lineage stores and training
 runs resume where they stopped (:mod:`evokit.seeds`, :mod:`evokit.evolve`, :mod:`evokit.train`), and
 ``study.json`` refuses a results folder made with other parameters. One module per study:
@@ -23,10 +25,17 @@ procedural too (tasks of lineages or seeds never trained on).
 from __future__ import annotations
 
 from evokit.rows import read_rows
-from evokit.studies.curricula import curricula_frame, curricula_study, curricula_summary
+from evokit.studies.curricula import (
+    CurriculaStudy,
+    curricula_frame,
+    curricula_study,
+    curricula_summary,
+)
 from evokit.studies.genenv import (
     DATA_METHODS,
     SIMULATORS,
+    DataEfficiencyStudy,
+    GenEnvStudy,
     data_efficiency_frame,
     data_efficiency_study,
     genenv_frame,
@@ -40,6 +49,7 @@ from evokit.studies.methods import (
     METHODS,
     MIN_FAILED,
     ROLLOUTS,
+    MethodsStudy,
     environments_per_method,
     methods_frame,
     methods_study,
@@ -48,7 +58,8 @@ from evokit.studies.methods import (
 from evokit.studies.warm_start import WARMUP_LR, WARMUP_STEPS, seed_store, warm_policy
 
 __all__ = [
-    "DATA_METHODS", "METHODS", "MIN_FAILED", "ROLLOUTS", "SIMULATORS", "WARMUP_LR", "WARMUP_STEPS",
+    "DATA_METHODS", "METHODS", "MIN_FAILED", "ROLLOUTS", "SIMULATORS", "WARMUP_LR", "WARMUP_STEPS", "CurriculaStudy",
+    "DataEfficiencyStudy", "GenEnvStudy", "MethodsStudy",
     "curricula_frame", "curricula_study", "curricula_summary", "data_efficiency_frame",
     "data_efficiency_study", "environments_per_method", "genenv_frame",
     "genenv_pool_tasks", "genenv_study", "genenv_summary", "methods_frame", "methods_study", "pass_rates",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from evokit.evolve import EvolveConfig, evolve
@@ -31,6 +32,21 @@ from evokit.train import new_policy
 
 WARMUP_STEPS = 6  # cross-entropy steps of the warm start (ours: partial knowledge, see the docstring)
 WARMUP_LR = 0.05  # Adam step size of the warm start (ours; full-batch cross-entropy, no sampling noise)
+
+
+@dataclass(frozen=True)
+class EEStudy:
+    """What EE's training studies share: seeds, lineages, the run's sizes, the warm start (``study.json`` records
+    a study's config; a notebook's parameters override it)."""
+
+    n_seeds: int = 8
+    generations: int = 4
+    steps: int = 50
+    group_size: int = 8  # B
+    tasks_per_step: int = 2
+    seed: int = 0
+    warmup_steps: int = WARMUP_STEPS
+    seed_steps: tuple[int, int] = (MIN_STEPS, MAX_STEPS)
 
 
 # ------------------------------------------------------------------------------ building blocks
