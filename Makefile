@@ -5,10 +5,17 @@ export HARBOR_TELEMETRY := 0
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup reproduce reproduce-full nb check test test-slow test-notebooks bench lint clean-cache
+.PHONY: setup engine reproduce reproduce-full nb check test test-slow test-notebooks bench lint clean-cache
 
 setup:
 	@scripts/setup.sh dev,llm,scale,notebooks,train
+
+## Container engines (scripts/engine.sh): docker.io + Docker Compose V2 for Harbor's docker backend
+## and evokit's Docker backend; `make engine ENGINES=docker,podman` adds podman. The default suite
+## runs them for real, so check and test need it (the tests start and stop dockerd themselves).
+ENGINES ?= docker
+engine: setup
+	@scripts/engine.sh $(ENGINES)
 
 ## The main job (smoke reproduction): every notebook at smoke sizes with papermill →
 ## runs/notebooks/*.ipynb (executed copies), results/<notebook>/ (rows), figures/ (PNG + PDF).
@@ -26,12 +33,12 @@ nb: setup
 
 ## What CI runs (`bash .ci/run`): the default suite, then every notebook at smoke sizes with its
 ## assertions (one setup; about 8 + 25 min on 2 cores).
-check: setup
+check: setup engine
 	$(PY) -m pytest -m "not slow and not notebooks" $(PYTEST_ARGS)
 	$(PY) -m pytest -m notebooks $(PYTEST_ARGS)
 
 ## The default test suite: everything not marked slow or notebooks (under ~15 min on 2 cores).
-test: setup
+test: setup engine
 	$(PY) -m pytest -m "not slow and not notebooks" $(PYTEST_ARGS)
 
 ## Slow tests (apt/pip builds, long batteries).

@@ -2,19 +2,36 @@
 
 A GRPO group is G rollouts of the same task (papers.md, "GRPO facts"; EE trains with B = 8).
 Each rollout here is a real trial: a fresh sandbox on the task's image, a multi-turn episode in
-which the policy issues shell commands and reads their (truncated) output, then the verifier
-phase of :mod:`evokit.verify.trial` (the agent's processes killed, stale rewards removed,
-``tests/`` uploaded, ``test.sh`` run). The reward is the task's own.
+which the policy issues shell commands (as the task's ``[agent].user``) and reads their
+(truncated) output, then the verifier phase of :mod:`evokit.verify.trial`: by default the
+agent's processes are killed, its work (the workdir and declared artifacts) is copied into a
+second fresh sandbox started while it worked, and ``tests/test.sh`` runs there; the reward is
+read out of band. The reward is the task's own.
 
 A policy is anything with ``run_episode(episode) -> None`` that drives an :class:`Episode`
-(:meth:`Episode.run` executes one command and records the turn). What went wrong is kept apart:
-a failure that is not the policy's fault (the sandbox would not start, the tests crashed, the
-LLM endpoint was down) marks the rollout ``masked`` so a learner leaves it out of the loss.
+(:meth:`Episode.run` executes one command and records the turn).
+
+**Masking policy** (issue 11, class 5). A masked rollout is left out of the GRPO loss, so an
+agent that could mask its own failures would bias training. A rollout is masked only for a
+fault the harness can attribute to itself, each detected where it happens:
+
+* the agent's sandbox failed to *start* (``Sandbox.start`` raised before the agent ran);
+* the separate verifier's fresh sandbox failed to start or died during the copy
+  (:class:`evokit.verify.trial.HarnessFault`);
+* the LLM endpoint failed (the policy raised :class:`evokit.llm.LLMError`: down, timed out,
+  HTTP error).
+
+Everything inside the agent's reach scores **reward 0, not masked**, with the reason in
+``error``: its sandbox dying under it (it killed the anchor process, the OOM killer took it),
+a reward file it made unwritable, a tool the tests need deleted, a full disk or inode table,
+work that cannot be copied to the verifier, tests that time out on what it left. A policy that
+raises :class:`PolicyFault` (its own invalid action) is scored as it left the sandbox. Any other
+exception from a policy is a bug: the sandboxes are stopped and it propagates with its
+traceback, stopping the run.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Sequence
@@ -25,9 +42,11 @@ from typing import Protocol
 
 from harbor.models.task.task import Task
 
-from evokit.sandbox import Image, Sandbox
+from evokit.llm import LLMError
+from evokit.rows import append_rows
+from evokit.sandbox import Image, Sandbox, SandboxError
 from evokit.sandbox.task_env import image_for_task, sandbox_for_task
-from evokit.verify.trial import run_tests
+from evokit.verify.trial import HarnessFault, VerifierMode, VerifierStarter, verifier_mode, verify_work
 
 OUTPUT_CHARS = 2000  # how much of each command's output the policy sees (and the record keeps)
 
@@ -51,7 +70,9 @@ class Rollout:
     reward: float | None = None
     rewards: dict[str, float] | None = None  # the whole reward.json (per-step results for evokit tasks)
     error: str | None = None
-    masked: bool = False  # not the policy's fault: leave out of the loss
+    masked: bool = False  # a harness fault (see the masking policy above): leave out of the loss
+    mask_reason: str | None = None  # which harness fault, when masked
+    verifier_mode: str | None = None  # "separate" or "shared" (evokit.verify.trial.VerifierMode)
     seconds: float = 0.0
     info: dict = field(default_factory=dict)  # policy-specific (e.g. the learner's chosen skills, log-probs)
 
@@ -83,12 +104,18 @@ class Episode:
     def done(self) -> bool:
         return self.turns_left <= 0 or time.monotonic() >= self.deadline
 
-    def run(self, command: str, *, tokens: int | None = None, timeout_sec: float = 60.0) -> Turn:
-        """Execute one shell command in the sandbox and record the turn."""
+    def run(self, command: str, *, tokens: int | None = None, timeout_sec: float = 60.0,
+            user: str | int | None = None) -> Turn:
+        """Execute one shell command in the sandbox and record the turn.
+
+        It runs as ``user``, by default the task's ``[agent].user`` (Harbor's rule; None: the
+        image's ``USER``). A sandbox that is gone raises :class:`SandboxError`.
+        """
         if self.done:
             raise RuntimeError("episode is over (turn or time budget spent)")
         timeout = max(0.1, min(timeout_sec, self.deadline - time.monotonic()))
-        res = self.sandbox.exec(command, timeout_sec=timeout, max_output_bytes=4 * OUTPUT_CHARS)
+        user = self.task.config.agent.user if user is None else user
+        res = self.sandbox.exec(command, timeout_sec=timeout, max_output_bytes=4 * OUTPUT_CHARS, user=user)
         out = res.stdout + res.stderr
         if len(out) > OUTPUT_CHARS:
             half = OUTPUT_CHARS // 2
@@ -108,54 +135,78 @@ class PolicyFault(Exception):
     """Raised by a policy for a failure that *is* its own (e.g. an invalid action): not masked."""
 
 
+def _join(*parts: str | None) -> str:
+    return "; ".join(p for p in parts if p)
+
+
 def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_turns: int = 30,
-                 seed: int = 0) -> Rollout:
-    """One episode in a fresh sandbox, then the task's tests."""
+                 seed: int = 0, mode: VerifierMode | str | None = None) -> Rollout:
+    """One episode in a fresh sandbox, then the task's tests (in a fresh verifier sandbox unless
+    ``mode`` or the task says ``shared``); masked only for a harness fault (module docstring)."""
     r = Rollout(task=task.paths.task_dir.name, index=index)
     t0 = time.monotonic()
     sandbox = sandbox_for_task(task, image=image)
-    try:
-        sandbox.start()
-    except Exception as e:  # not the policy's fault
-        r.error, r.masked = f"sandbox: {type(e).__name__}: {e}", True
+    starter = None
+
+    def mask(reason: str) -> Rollout:
+        r.error, r.masked, r.mask_reason, r.reward, r.rewards = _join(r.error, reason), True, reason, None, None
         return r
+
     try:
+        try:
+            mode = verifier_mode(task, mode)
+            r.verifier_mode = mode.value
+            # The verifier's sandbox starts while the agent works (the separate mode's cost hides there).
+            starter = VerifierStarter(task, image) if mode == VerifierMode.SEPARATE else None
+            sandbox.start()
+        except Exception as e:  # nothing of the agent ran yet: the harness's own fault
+            return mask(f"sandbox failed to start: {type(e).__name__}: {e}")
         timeout = task.config.agent.timeout_sec or 600
         ep = Episode(task, sandbox, r, max_turns, time.monotonic() + timeout, random.Random(f"{seed}:{index}"))
         try:
             policy.run_episode(ep)
-        except PolicyFault as e:
+        except PolicyFault as e:  # the policy's own failure: scored as it left the sandbox
             r.error = f"policy: {e}"
-        except Exception as e:  # endpoint down, garbage reply…: masked, the run goes on
-            r.error, r.masked = f"policy error: {type(e).__name__}: {e}", True
-        res, rewards, err = run_tests(sandbox, task)
+        except LLMError as e:
+            return mask(f"endpoint failed: {e}")
+        except SandboxError as e:  # its sandbox died under it (anchor killed, OOM): within its reach
+            r.error = f"sandbox: {e}"
+        # Any other exception from the policy is a bug: it propagates (after the finally below).
+        try:
+            _, rewards, err = verify_work(sandbox, task, image, mode=mode,
+                                          verifier=None if starter is None else starter.get())
+        except HarnessFault as e:
+            return mask(str(e))
+        except SandboxError as e:  # a sandbox died during the tests, on what the agent left
+            rewards, err = None, f"{type(e).__name__}: {e}"
         r.rewards = rewards
         if rewards is None:
-            r.error, r.masked = (r.error or "") + f" tests: {err}", True
+            r.reward, r.error = 0.0, _join(r.error, f"tests: {err} (reward 0)")
         else:
             r.reward = rewards.get("reward", min(rewards.values()))
-    except Exception as e:
-        r.error, r.masked = f"sandbox: {type(e).__name__}: {e}", True
     finally:
         sandbox.stop()
+        if starter is not None:
+            starter.stop()
         r.seconds = round(time.monotonic() - t0, 4)
     return r
 
 
 def rollout_group(policy: Policy, task: Task | str | Path, *, group_size: int = 8, workers: int = 2,
-                  max_turns: int = 30, seed: int = 0, image: Image | None = None) -> list[Rollout]:
+                  max_turns: int = 30, seed: int = 0, image: Image | None = None,
+                  mode: VerifierMode | str | None = None) -> list[Rollout]:
     """G rollouts of ``policy`` on ``task`` in parallel sandboxes (a GRPO group)."""
     task = task if isinstance(task, Task) else Task(Path(task))
     image = image or image_for_task(task)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda i: rollout_once(policy, task, image, i, max_turns=max_turns, seed=seed),
+        return list(pool.map(lambda i: rollout_once(policy, task, image, i, max_turns=max_turns, seed=seed,
+                                                    mode=mode),
                              range(group_size)))
 
 
 def write_rows(rollouts: Sequence[Rollout], path: str | Path, **extra) -> None:
-    """Append rollouts as JSON rows (with ``extra`` columns such as the training step)."""
+    """Append rollouts as JSON rows (with ``extra`` columns such as the training step), synced to
+    disk through :func:`evokit.rows.append_rows`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        for r in rollouts:
-            f.write(json.dumps({**extra, **r.to_row()}, default=str) + "\n")
+    append_rows(path, ({**extra, **r.to_row()} for r in rollouts))

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything evokit needs on a fresh Debian/Ubuntu machine, idempotently:
-#   system tools for the local sandbox (bubblewrap, mmdebstrap, util-linux), a Python >= 3.12
+#   system tools for the local sandbox (bubblewrap, mmdebstrap, util-linux; slirp4netns for the
+#   outbound network of builds and public tasks; keyutils for the keyring tests), a Python >= 3.12
 #   virtualenv in .venv, and evokit installed in it with the extras given as arguments.
 # Usage: scripts/setup.sh [EXTRAS]   (EXTRAS default: dev, e.g. "dev,notebooks")
 set -euo pipefail
@@ -8,9 +9,9 @@ cd "$(dirname "$0")/.."
 extras="${1:-dev}"
 
 need=()
-for tool in bwrap mmdebstrap unshare nsenter; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in bwrap mmdebstrap unshare nsenter slirp4netns keyctl; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if ((${#need[@]})); then
-  pkgs="bubblewrap mmdebstrap util-linux"
+  pkgs="bubblewrap mmdebstrap util-linux slirp4netns keyutils"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "setup: installing $pkgs (missing: ${need[*]})"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
@@ -19,6 +20,21 @@ if ((${#need[@]})); then
     echo "    sudo apt-get install -y $pkgs" >&2
     echo "(evokit's local sandbox also needs root; otherwise use Harbor's docker backend)" >&2
     exit 1
+  fi
+fi
+
+# Registry pulls (evokit.sandbox.registry) need zstd for zstd layers; the tests run a real registry
+# (Debian's docker-registry) on 127.0.0.1, sign its tokens with openssl and make images with umoci
+# and skopeo.
+need=()
+for tool in zstd docker-registry openssl umoci skopeo; do command -v "$tool" >/dev/null || need+=("$tool"); done
+if ((${#need[@]})); then
+  pkgs="zstd docker-registry openssl umoci skopeo"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing $pkgs (missing: ${need[*]})"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
+  else
+    echo "setup: registry pulls and their tests need: ${need[*]} (sudo apt-get install -y $pkgs)" >&2
   fi
 fi
 

@@ -25,6 +25,21 @@ RUN useradd -m -u 1234 agent && echo ready > /app/ready.txt
 """
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_sandbox_left_behind():
+    """Fail the run if it left a sandbox or build step of its own unstopped.
+
+    Every sandbox and build step holds a lease naming its owner's pid until all its host state
+    (state dir, cgroups, slirp4netns, build dir) is gone (:mod:`evokit.sandbox.stale`); other
+    engineers' runs share /run/evokit, so only leases of this process count.
+    """
+    yield
+    from evokit.sandbox import stale
+
+    left = stale.leases_of(os.getpid())
+    assert not left, f"this test run left sandbox state behind: {left}"
+
+
 @pytest.fixture(scope="session")
 def sandbox_cache(tmp_path_factory) -> Path:
     """A session-private cache root (layers are built here) sharing the Debian base rootfs."""

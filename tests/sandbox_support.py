@@ -3,7 +3,7 @@
 :func:`running` starts a sandbox, records where it lives on the host (id, state dir, pid and
 mount namespaces, cgroup dirs) and, after ``stop``, asserts that :func:`leftovers` finds none
 of it: no process in its cgroup or namespaces, no mount of its state dir in any process's
-mountinfo, no state dir, no ``evokit-<id>`` cgroup anywhere under /sys/fs/cgroup.
+mountinfo, no state dir, no lease, no ``evokit-<id>`` cgroup anywhere under /sys/fs/cgroup.
 """
 
 from __future__ import annotations
@@ -139,6 +139,9 @@ def leftovers(t: Trace, stopped_at: int | None = None) -> list[str]:
             found.append(f"process {pid} still sees a mount of {t.state_dir}")
     if os.path.lexists(t.state_dir):
         found.append(f"state dir {t.state_dir} exists")
+    lease = Path(t.state_dir).parent / f"{t.id}.lock"  # evokit.sandbox.stale's lease
+    if os.path.lexists(lease):
+        found.append(f"lease {lease} exists")
     found += [f"cgroup {d} exists" for d in t.cgroup_dirs if os.path.exists(d)]
     res = subprocess.run(["find", "/sys/fs/cgroup", "-type", "d", "-name", cgroup_name],
                          capture_output=True, text=True)

@@ -109,7 +109,7 @@ def test_dead_endpoint_is_masked(hello):
     client = LLMClient(model="x", api_base="http://127.0.0.1:9/v1", timeout=3)
     rs = rollout_group(LLMAgent(client), hello, group_size=2, workers=2)
     for r in rs:
-        assert r.masked and "127.0.0.1:9" in r.error and r.error.startswith("policy error: LLMError")
+        assert r.masked and "127.0.0.1:9" in r.mask_reason and r.mask_reason.startswith("endpoint failed:")
         assert r.n_turns == 0 and r.info["finish"] == "endpoint_error"
     assert client.usage.failed_calls == 2
 

@@ -148,3 +148,23 @@ def test_agent_timeout_is_reported_and_nothing_outlives_the_trial(tmp_path, sand
     assert result["exception_info"]["exception_type"] == "AgentTimeoutError"
     assert result["verifier_result"]["rewards"] == {"reward": 0.0}
     assert "sleep 4242" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize("solve, expected", [
+    ("echo hi > /app/out.txt", 1.0),
+    # A trojaned shell in the agent's environment writes reward 1 whatever the tests say; it
+    # never reaches Harbor's separate verifier, which sees only the declared artifact /app.
+    ("cp /usr/bin/dash /usr/bin/real-dash && printf '#!/usr/bin/real-dash\\necho 1 > /logs/verifier/reward.txt\\n'"
+     " > /tmp/t && chmod 755 /tmp/t && mv /tmp/t /usr/bin/bash", 0.0),
+])
+def test_trial_api_harbor_separate_verifier_mode(tmp_path, traced, solve, expected):
+    """Harbor's own ``[verifier] environment_mode = "separate"`` with ``artifacts = ["/app"]`` runs on
+    this backend: the tests run in a second, fresh sandbox holding only /app."""
+    task = write_harbor_task(tmp_path / "sep", solve=solve)
+    toml = (task / "task.toml").read_text()
+    toml = toml.replace('schema_version = "1.4"\n', 'schema_version = "1.4"\nartifacts = ["/app"]\n')
+    (task / "task.toml").write_text(toml.replace("[verifier]\n", '[verifier]\nenvironment_mode = "separate"\n'))
+    result = run_trial(task, "oracle", tmp_path / "trials")
+    assert result.exception_info is None, result.exception_info
+    assert result.verifier_result.rewards == {"reward": expected}
+    assert len(traced) == 2  # the agent's sandbox and the verifier's

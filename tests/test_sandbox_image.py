@@ -10,6 +10,7 @@ a failure, two processes building at once), and real apt/pip installs at build t
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
 import tarfile
@@ -55,12 +56,15 @@ RUN echo "$VERSION|$APP_VERSION|$GREETING|$OLD_FORM|$(pwd)" > /build.txt
     assert default.env["APP_VERSION"] == "1.0" and default.key != image.key
 
 
-def test_arg_before_from_selects_the_base(tmp_path, sandbox_cache):
-    """``ARG TAG`` before FROM is substituted into FROM; a build arg can make it unsupported."""
+def test_arg_before_from_selects_the_base(tmp_path, sandbox_cache, monkeypatch):
+    """``ARG TAG`` before FROM is substituted into FROM; a build arg can send it to the registry
+    (here a Docker Hub mirror on a closed local port: a clear error naming line, image and mirror)."""
     ctx = make_context(tmp_path / "argfrom", "ARG TAG=bookworm-slim\nFROM debian:${TAG}\n")
     image = build_image(ctx, root=sandbox_cache)
     assert len(image.lowerdirs) == 1 and image.lowerdirs[0].startswith("base/bookworm")
-    with pytest.raises(DockerfileError, match=r"Dockerfile:2: base image 'debian:trixie'"):
+    monkeypatch.setenv("EVOKIT_REGISTRY_MIRRORS", "docker.io=http://127.0.0.1:9")
+    with pytest.raises(ImageBuildError, match=r"Dockerfile:2: image 'debian:trixie' from http://127.0.0.1:9: "
+                                              r"cannot reach the registry"):
         build_image(ctx, root=sandbox_cache, build_args={"TAG": "trixie"})
 
 
@@ -348,3 +352,104 @@ ENV PATH=/opt/v/bin:$PATH
     with running(image) as s:
         out = sh(s, "python -c 'import tabulate; print(tabulate.__version__)'")
         assert out == "0.9.0"
+
+
+# ---------------------------------------------------------------- issue 11: host resources, cache
+def _reset_peak_rss() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # resets VmHWM (peak RSS) of this process
+
+
+def _peak_rss() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_copy_of_a_big_sparse_file_is_streamed_and_capped(tmp_path, sandbox_cache, monkeypatch):
+    """Class 9: COPY of a 200 MiB sparse file keeps host peak RSS within 48 MiB (the tar goes through
+    a temp file, not memory); a 1 GiB sparse file over the cap is a clear error naming file and cap."""
+    from evokit.sandbox import image
+
+    ctx = make_context(tmp_path / "ctx", "FROM debian:bookworm-slim\nCOPY big.bin /data/big.bin\n")
+    with open(ctx / "big.bin", "wb") as f:
+        f.truncate(200 << 20)
+        f.seek(100 << 20)
+        f.write(b"middle")
+    _reset_peak_rss()
+    before = _peak_rss()
+    img = build_image(ctx, root=sandbox_cache)
+    assert _peak_rss() - before < 48 << 20
+    with running(img) as s:
+        assert s.exec("stat -c %s /data/big.bin && dd if=/data/big.bin bs=1M skip=100 count=1 2>/dev/null"
+                      " | head -c 6").stdout == f"{200 << 20}\nmiddle"
+    with open(ctx / "big.bin", "wb") as f:
+        f.truncate(1 << 30)
+    monkeypatch.setattr(image, "MAX_COPY_BYTES", 512 << 20)
+    _reset_peak_rss()
+    before = _peak_rss()
+    t0 = time.monotonic()
+    with pytest.raises(DockerfileError, match=r"Dockerfile:2: .*big.bin \(1073741824 bytes\).*cap of 536870912"):
+        build_image(ctx, root=sandbox_cache)
+    assert time.monotonic() - t0 < 30 and _peak_rss() - before < 48 << 20
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket"])
+def test_special_file_in_the_build_context_is_refused_not_a_hang(tmp_path, sandbox_cache, kind):
+    """Class 9: a FIFO (or socket) in the context, copied alone or inside a directory, is an error
+    naming it at once (opening a FIFO would block before the step's timeout even starts)."""
+    import socket
+
+    ctx = make_context(tmp_path / "ctx", "FROM debian:bookworm-slim\nCOPY src/ /src/\n", {"src/ok.txt": "ok\n"})
+    special = ctx / "src" / "special"
+    if kind == "fifo":
+        os.mkfifo(special)
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(special))
+    t0 = time.monotonic()
+    with pytest.raises(DockerfileError, match=rf"Dockerfile:2: COPY/ADD source {special} is a {kind.upper() if kind == 'fifo' else kind}"):
+        build_image(ctx, root=sandbox_cache, step_timeout_sec=5)
+    (ctx / "Dockerfile").write_text("FROM debian:bookworm-slim\nCOPY src/special /x\n")
+    with pytest.raises(DockerfileError, match="only files, directories and symlinks"):
+        build_image(ctx, root=sandbox_cache, step_timeout_sec=5)
+    assert time.monotonic() - t0 < 20
+
+
+def test_layer_cache_is_private_and_holds_no_setuid_files_or_devices(tmp_path, fresh_cache):
+    """Class 10: a RUN that makes bash set-uid, sets file capabilities and makes device nodes, and a
+    COPY of a set-uid file, store layers with none of it (whiteouts of deleted files stay); the cache
+    root is 0700 (narrowed if it was wider); an unprivileged host user cannot reach it or run a layer's
+    bash as root. In the sandbox the agent gets the same neutralised files."""
+    os.chmod(fresh_cache, 0o755)  # a cache made wide by someone else: narrowed on use
+    ctx = make_context(tmp_path / "ctx", "FROM debian:bookworm-slim\n"
+                       "RUN chmod u+s /bin/bash && chmod g+s /usr/bin/env && mknod /dev-b b 8 0 && "
+                       "mknod /dev-c c 1 3 && mkdir -p /sgid && chmod 2775 /sgid && rm /etc/issue\n"
+                       "COPY suid /usr/local/bin/suid\n", {"suid": "#!/bin/sh\nid\n"})
+    os.chmod(ctx / "suid", 0o4755)
+    img = build_image(ctx, root=fresh_cache)
+    assert os.stat(fresh_cache).st_mode & 0o777 == 0o700
+    layers = [fresh_cache / rel for rel in img.lowerdirs if rel.startswith("layers/")]
+    bad, whiteouts = [], []
+    for layer in layers:
+        for dirpath, dirnames, filenames in os.walk(layer):
+            for name in dirnames + filenames:
+                st = os.lstat(os.path.join(dirpath, name))
+                if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+                    whiteouts.append(name)
+                elif stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                    bad.append(f"device {name}")
+                elif not stat.S_ISDIR(st.st_mode) and st.st_mode & (stat.S_ISUID | stat.S_ISGID):
+                    bad.append(f"set-id {name}")
+    assert bad == [] and "issue" in whiteouts
+    nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+    bash = next(layer / "usr/bin/bash" for layer in layers if (layer / "usr/bin/bash").exists())
+    res = subprocess.run([*nobody, "sh", "-c", f"ls {fresh_cache}/layers; {bash} -p -c 'id -u'"],
+                         capture_output=True, text=True)
+    assert "Permission denied" in res.stderr and res.stdout.strip() != "0"
+    with running(img) as s:
+        assert s.exec("stat -c %a /bin/bash /usr/local/bin/suid /sgid; ls /dev-b /dev-c; "
+                      "test -e /etc/issue || echo issue-gone").stdout.split() == ["755", "755", "2775",
+                                                                                "issue-gone"]
+        assert s.exec("/bin/bash -p -c 'id -u'", user="nobody").stdout.strip() == "65534"

@@ -9,6 +9,7 @@ cgroup or namespaces, no mount of its state dir in any process's mountinfo, no s
 
 import os
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -16,8 +17,9 @@ import uuid
 from pathlib import Path
 
 import pytest
+from conftest import BASE_DOCKERFILE
 from harbor.models.task.task import Task
-from sandbox_support import running, sandbox_processes, trace, write_harbor_task
+from sandbox_support import make_context, running, sandbox_processes, trace, write_harbor_task
 
 from evokit.sandbox import Limits, Sandbox, build_image
 from evokit.sandbox.task_env import sandbox_for_task
@@ -260,3 +262,173 @@ def test_stop_with_processes_mid_exec_cleans_up(base_image):
         time.sleep(0.5)
     th.join(timeout=10)
     assert not th.is_alive() and "done" not in out["res"].stdout
+
+
+# ---------------------------------------------------------------- kernel keyrings (class 7)
+@pytest.fixture(scope="module")
+def keyring_image(sandbox_cache, tmp_path_factory):
+    """The base image plus the host's ``keyctl`` (keyutils) binary and library, copied in offline."""
+    keyctl = shutil.which("keyctl")
+    assert keyctl, "the keyring tests need keyutils on the host (scripts/setup.sh installs it)"
+    lib = next(line.split("=>")[1].split()[0] for line in subprocess.run(
+        ["ldd", keyctl], capture_output=True, text=True, check=True).stdout.splitlines() if "libkeyutils" in line)
+    ctx = make_context(tmp_path_factory.mktemp("keyring-ctx"), BASE_DOCKERFILE + (
+        f"COPY keyctl /usr/bin/keyctl\nCOPY libkeyutils.so.1 {Path(lib).parent}/libkeyutils.so.1\n"),
+        {"keyctl": Path(keyctl).read_bytes(), "libkeyutils.so.1": Path(lib).resolve().read_bytes()})
+    os.chmod(ctx / "keyctl", 0o755)
+    return build_image(ctx, root=sandbox_cache)
+
+
+def host_keyctl(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["keyctl", *args], capture_output=True, text=True, timeout=10)
+
+
+@pytest.mark.parametrize("user", ["root", "agent"])
+def test_host_keyring_secrets_are_unreachable(keyring_image, user):
+    """A key the host adds to root's user keyring (@u, shared by every uid-0 process) and to its
+    session keyring cannot be read, found or listed from a sandbox, as root or unprivileged:
+    keyring syscalls answer EPERM and /proc/keys, /proc/key-users are masked."""
+    name, secret = f"evokit-secret-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    ids = [host_keyctl("add", "user", name, secret, ring).stdout.strip() for ring in ("@u", "@s")]
+    assert all(i.isdigit() for i in ids), ids
+    try:
+        assert host_keyctl("print", ids[0]).stdout.strip() == secret  # the host itself can read it
+        with running(keyring_image) as s:
+            probes = [f"keyctl print {i}" for i in ids] + [f"keyctl pipe {i}" for i in ids] + [
+                f"keyctl search @u user {name}", f"keyctl search @s user {name}", f"keyctl request user {name}",
+                "keyctl show @u", "keyctl show @s", "keyctl rdescribe @u", "cat /proc/keys", "cat /proc/key-users"]
+            for probe in probes:
+                res = agent(s, probe, user=user)
+                assert res.return_code != 0, (probe, res.stdout)
+                assert secret not in res.stdout + res.stderr and name not in res.stdout + res.stderr, probe
+            res = agent(s, "keyctl show @u", user=user)
+            assert "Operation not permitted" in res.stderr, res.stderr
+            res = agent(s, f"{GREP_ALL} -e {secret} -e {name} /", user=user, timeout_sec=120)
+            assert res.stdout == "", res.stdout
+    finally:
+        for i, ring in zip(ids, ("@u", "@s"), strict=True):
+            host_keyctl("unlink", i, ring)
+
+
+@pytest.mark.parametrize("user", ["root", "agent"])
+def test_sandboxes_cannot_pass_messages_through_keys(keyring_image, user):
+    """Sandbox A cannot leave a key (in @u, @s, @us or a new keyring) for sandbox B or the host."""
+    name, msg = f"evokit-msg-{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    with running(keyring_image) as a, running(keyring_image) as b:
+        for ring in ("@u", "@s", "@us", "@p"):
+            res = agent(a, f"keyctl add user {name} {msg} {ring}", user=user)
+            assert res.return_code != 0 and "Operation not permitted" in res.stderr, (ring, res.stdout)
+        assert agent(a, f"keyctl newring {name} @u", user=user).return_code != 0
+        for ring in ("@u", "@s", "@us"):
+            res = agent(b, f"keyctl search {ring} user {name}", user=user)
+            assert res.return_code != 0 and msg not in res.stdout
+    assert host_keyctl("search", "@u", "user", name).returncode != 0
+    assert name not in Path("/proc/keys").read_text()
+
+
+# ---------------------------------------------------------------- host network (class 8)
+class HostServers:
+    """A TCP server on the host's 127.0.0.1 and an abstract unix socket, both recording accepts."""
+
+    def __init__(self):
+        self.tcp = socket.create_server(("127.0.0.1", 0))
+        self.port = self.tcp.getsockname()[1]
+        self.abstract = f"evokit-test-{uuid.uuid4().hex[:8]}"
+        self.unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.unix.bind("\0" + self.abstract)
+        self.unix.listen()
+        self.accepted: list[str] = []
+        self._threads = [threading.Thread(target=self._serve, args=(s, kind), daemon=True)
+                         for s, kind in ((self.tcp, "tcp"), (self.unix, "unix"))]
+        for t in self._threads:
+            t.start()
+
+    def _serve(self, srv, kind):
+        while True:
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            self.accepted.append(kind)
+            conn.sendall(b"host-service-secret\n")
+            conn.close()
+
+    def close(self):
+        for s in (self.tcp, self.unix):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+
+@pytest.fixture
+def host_servers():
+    servers = HostServers()
+    # the servers are reachable from the host itself, so a refusal below is the sandbox's doing
+    with socket.create_connection(("127.0.0.1", servers.port), timeout=5) as c:
+        assert c.recv(100) == b"host-service-secret\n"
+    servers.accepted.clear()
+    yield servers
+    servers.close()
+
+
+def reach_host_commands(port: int, abstract: str) -> list[str]:
+    perl_unix = ("perl -MSocket -e 'socket(my $s, AF_UNIX, SOCK_STREAM, 0) or die; "
+                 f"connect($s, pack_sockaddr_un(\"\\0{abstract}\")) or die \"refused: $!\\n\"; print <$s>'")
+    tcp = [f"timeout 3 bash -c 'exec 3<>/dev/tcp/{host}/{port}; cat <&3'"
+           for host in ("127.0.0.1", "localhost", "10.0.2.2", "10.0.2.3", "::1")]
+    return [*tcp, perl_unix]
+
+
+@pytest.mark.parametrize("network", [True, False], ids=["public", "no-network"])
+@pytest.mark.parametrize("user", ["root", "agent"])
+def test_host_loopback_and_abstract_sockets_are_unreachable(base_image, host_servers, network, user):
+    """A host TCP service on 127.0.0.1 and a host abstract unix socket are out of reach of every
+    sandbox, public or not, as root or unprivileged: the sandbox has its own network namespace
+    (lo + slirp's tap0), slirp refuses its gateway's mapping to host loopback, and no interface
+    of the host is there to sniff with AF_PACKET."""
+    with running(base_image, network=network) as s:
+        for cmd in reach_host_commands(host_servers.port, host_servers.abstract):
+            res = agent(s, cmd, user=user, timeout_sec=15)
+            assert "host-service-secret" not in res.stdout, cmd
+        assert host_servers.abstract not in agent(s, "cat /proc/net/unix", user=user).stdout
+        ifaces = agent(s, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").stdout.split()
+        assert sorted(ifaces) == (["lo", "tap0"] if network else ["lo"])
+        host_ifaces = {line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:]}
+        assert not (set(ifaces) & host_ifaces - {"lo"})
+    assert host_servers.accepted == []
+
+
+def test_build_steps_cannot_reach_host_loopback(sandbox_cache, tmp_path, host_servers):
+    """A RUN step (even of a no-network task: builds always have outbound access) cannot reach
+    the host's loopback services or abstract sockets; what it saw is baked into the layer."""
+    cmds = " ; ".join(f"{{ {c} ; }} >> /seen 2>&1" for c in reach_host_commands(host_servers.port,
+                                                                                  host_servers.abstract))
+    ctx = make_context(tmp_path / "ctx", f"FROM debian:bookworm-slim\nRUN {cmds}; cat /proc/net/unix >> /seen;"
+                                         " tail -n +3 /proc/net/dev >> /seen; true\n")
+    image = build_image(ctx, root=sandbox_cache)
+    seen = image.find("/seen").read_text()
+    assert "host-service-secret" not in seen and host_servers.abstract not in seen, seen
+    assert "eth0" not in seen and "tap0" in seen
+    assert host_servers.accepted == []
+
+
+def test_build_steps_have_outbound_access(sandbox_cache, tmp_path):
+    """Outbound access of a build step: ``apt-get update`` against the Debian mirror succeeds."""
+    ctx = make_context(tmp_path / "ctx", "FROM debian:bookworm-slim\nRUN apt-get update -q && touch /apt-ok\n")
+    image = build_image(ctx, root=sandbox_cache, step_timeout_sec=300)
+    assert image.find("/apt-ok") is not None
+
+
+@pytest.mark.parametrize("network", [True, False], ids=["public", "no-network"])
+def test_loopback_inside_the_sandbox_works(base_image, network):
+    """A task may run a local server: the sandbox's own loopback is up (as with Docker's
+    ``--network none``), and ``localhost`` resolves to it."""
+    server = ("perl -MIO::Socket::INET -e 'my $s = IO::Socket::INET->new(LocalAddr => \"127.0.0.1\", "
+              "LocalPort => 8765, Listen => 1, ReuseAddr => 1) or die \"listen: $!\"; "
+              "if (fork() == 0) { my $c = IO::Socket::INET->new(\"localhost:8765\") or die \"connect: $!\"; "
+              "print <$c>; exit 0 } my $c = $s->accept; print $c \"hello-local\\n\"; close $c; wait'")
+    with running(base_image, network=network) as s:
+        res = agent(s, server, timeout_sec=20)
+        assert res.stdout == "hello-local\n", res.stderr

@@ -12,7 +12,7 @@ import time
 import pytest
 from sandbox_support import running
 
-from evokit.sandbox import Image, Sandbox, SandboxError
+from evokit.sandbox import Image, Limits, Sandbox, SandboxError
 from evokit.sandbox.runtime import RUN_DIR
 
 MB = 1024 * 1024
@@ -236,3 +236,53 @@ def test_failed_start_raises_and_leaves_nothing(base_image):
     found = subprocess.run(["find", "/sys/fs/cgroup", "-name", f"evokit-{s.id}"],
                            capture_output=True, text=True).stdout
     assert found == ""
+
+
+# ---------------------------------------------------------------- issue 11, class 9: limits
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("memory_mb", 10**12, "absurdly large"),
+    ("memory_mb", -1, "must be positive"),
+    ("memory_mb", 0, "must be positive"),
+    ("cpus", 0, "must be positive"),
+    ("cpus", -1, "must be positive"),
+    ("cpus", 0.001, "too small"),
+    ("storage_mb", 0, "must be positive"),
+    ("storage_mb", 4, "too small"),
+])
+def test_bad_limits_in_task_toml_are_clear_errors_naming_the_field(tmp_path, field, value, why):
+    """Zero, negative, too small or absurd limits in task.toml fail when the task is read, with the
+    file and the field named: never silently unlimited, never a crash inside start()."""
+    from sandbox_support import write_harbor_task
+
+    from evokit.sandbox.task_env import limits_from_config, sandbox_for_task
+    from evokit.tasks import TaskFormatError, load_task
+
+    task = write_harbor_task(tmp_path / "task")
+    toml = (task / "task.toml").read_text()
+    toml = "\n".join(line for line in toml.splitlines() if not line.startswith(field))
+    (task / "task.toml").write_text(toml.replace("[environment]\n", f"[environment]\n{field} = {value}\n"))
+    with pytest.raises(TaskFormatError, match=rf"task.toml: \[environment\] {field} = {value}: {why}"):
+        load_task(task)
+    with pytest.raises(SandboxError, match=rf"{task}/task.toml: \[environment\] {field} = {value}: {why}"):
+        sandbox_for_task(task, image=object())  # refused before any image or sandbox exists
+    from harbor.models.task.task import Task
+    with pytest.raises(SandboxError, match=why):
+        limits_from_config(Task(task).config.environment)
+
+
+def test_limits_validation_rejects_non_numbers_and_keeps_good_values():
+    """Limits itself checks every field (the Harbor path and direct callers alike)."""
+    from evokit.sandbox.cgroup import LimitsError
+
+    for bad in ({"memory_mb": True}, {"memory_mb": 512.5}, {"cpus": "2"}, {"cpus": float("nan")},
+                {"pids": 0}, {"pids": 10**9}):
+        with pytest.raises(LimitsError, match=next(iter(bad))):
+            Limits(**bad)
+    assert Limits(cpus=0.5, memory_mb=512, storage_mb=256, pids=64).cpus == 0.5
+    assert Limits(cpus=None, memory_mb=None, storage_mb=None, pids=None).memory_mb is None
+
+
+def test_small_valid_limits_start_and_apply(base_image):
+    """The smallest accepted values really run (cpus 0.01, 16 MB memory/storage, 16 pids)."""
+    with running(base_image, limits=Limits(cpus=0.01, memory_mb=16, storage_mb=16, pids=16)) as s:
+        assert s.exec("echo ok").stdout == "ok\n"

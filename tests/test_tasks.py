@@ -558,3 +558,53 @@ def test_tb2_style_fixture_loads() -> None:
     assert task.config.schema_version == "1.0"  # TB2's `version` key, renamed by Harbor
     assert task.config.environment.memory_mb == 2048  # legacy memory = "2G", migrated
     assert task.config.environment.storage_mb == 4096
+
+
+# ------------------------------------------------------------------ issue 11, class 9: instructions
+def _peak_rss_after(fn) -> int:
+    """Growth of this process's peak RSS (VmHWM, reset first) while ``fn`` runs."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+    def hwm() -> int:
+        return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+
+    before = hwm()
+    fn()
+    return hwm() - before
+
+
+def test_huge_fifo_or_linked_instruction_is_refused_before_it_is_read(task: Path, tmp_path: Path) -> None:
+    """A 100 MB instruction.md is refused with the file and the 1 MiB cap named, without reading it
+    (peak RSS grows < 16 MiB; it used to cost 1.1 GB); a FIFO is refused, not read forever; a symlink
+    (to a host secret) is refused. open_task (the sandbox/trial path) applies the same checks."""
+    from evokit.sandbox.task_env import sandbox_for_task
+    from evokit.tasks.folder import MAX_INSTRUCTION_BYTES, open_task
+
+    assert MAX_INSTRUCTION_BYTES == 1 << 20
+    instruction = task / "instruction.md"
+    with open(instruction, "wb") as f:
+        f.write(b"Do it.\n" * (100 * 1024 * 1024 // 7))
+
+    def refused() -> None:
+        with pytest.raises(TaskFormatError, match=r"instruction.md: is 10485\d+ bytes, over the cap of 1048576"):
+            load_task(task)
+        with pytest.raises(TaskFormatError, match="over the cap"):
+            open_task(task)
+        with pytest.raises(TaskFormatError, match="over the cap"):
+            sandbox_for_task(task)
+
+    assert _peak_rss_after(refused) < 16 << 20
+    instruction.unlink()
+    os.mkfifo(instruction)
+    with pytest.raises(TaskFormatError, match="instruction.md: is not a regular file"):
+        load_task(task)
+    instruction.unlink()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("host secret\n")
+    instruction.symlink_to(secret)
+    with pytest.raises(TaskFormatError, match="instruction.md: is a symlink"):
+        open_task(task)
+    instruction.unlink()
+    instruction.write_text("x" * MAX_INSTRUCTION_BYTES)  # exactly the cap is fine
+    assert len(load_task(task).instruction) == MAX_INSTRUCTION_BYTES

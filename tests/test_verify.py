@@ -106,11 +106,14 @@ def test_dockerfile_that_fails_to_build(tmp_path):
     assert "Dockerfile:2" in c["build"][1] and "about to fail" in c["build"][1]
 
 
-def test_unsupported_base_image(tmp_path):
-    """A base the local sandbox cannot build is a clear 'build' failure that points to Harbor's docker backend."""
+def test_unreachable_base_image(tmp_path, monkeypatch):
+    """A base image whose registry cannot be reached is a clear 'build' failure naming the image and
+    the registry (here a Docker Hub mirror on a closed local port, so the test needs no network)."""
+    monkeypatch.setenv("EVOKIT_REGISTRY_MIRRORS", "docker.io=http://127.0.0.1:9")
     task = make_task(tmp_path, dockerfile="FROM python:3.12-slim\n")
     c = checks(verify_task(task))
-    assert not c["build"][0] and "python:3.12-slim" in c["build"][1] and "docker" in c["build"][1]
+    assert not c["build"][0] and "python:3.12-slim" in c["build"][1] and "127.0.0.1:9" in c["build"][1]
+    assert "cannot reach the registry" in c["build"][1] and "\n" not in c["build"][1]
 
 
 def test_malformed_task_toml(tmp_path):

@@ -15,7 +15,9 @@ Two kinds of upper layer:
 
 Why not user namespaces: ``apt-get`` fails inside one (setgroups, the ``_apt`` user);
 like Docker we run as real root with Docker's default capability set instead, in
-fresh mount/pid/ipc/uts (and, unless the task allows it, network) namespaces.
+fresh mount/pid/ipc/uts/network namespaces (outbound access, where allowed, comes from
+:mod:`evokit.sandbox.netns`), under a seccomp filter for the keyrings that real root would
+otherwise share with the host (:mod:`evokit.sandbox.seccomp`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ DOCKER_DEFAULT_CAPS = (
 
 PROC_READ_ONLY = ("--ro-bind-try", "/proc/sys", "/proc/sys",
                   "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger")
+#: /proc files masked with /dev/null (unreadable: bwrap binds it nodev), as Docker masks
+#: /proc/keys: they list the keys (names, owners) every process of a uid may view, without any
+#: keyring syscall, which :mod:`evokit.sandbox.seccomp` refuses.
+MASKED_PROC = ("--ro-bind", "/dev/null", "/proc/keys", "--ro-bind", "/dev/null", "/proc/key-users")
 
 # $1 mode (disk|tmpfs)  $2 cwd for relative lowerdirs  $3 lowerdir list  $4 upper root
 # $5 tmpfs size in bytes (tmpfs mode)  then: the bwrap argv, in which @MERGED@ is the
@@ -71,7 +77,7 @@ def require_tools(*names: str) -> None:
     if missing:
         raise SandboxUnavailableError(
             f"the local sandbox needs {', '.join(missing)} on PATH; install with "
-            "`apt-get install -y bubblewrap mmdebstrap util-linux` (as root), "
+            "`apt-get install -y bubblewrap mmdebstrap util-linux slirp4netns` (as root), "
             "or use Harbor's docker backend"
         )
 
@@ -97,7 +103,8 @@ def overlay_argv(
 
 def bwrap_base(
     *,
-    network: bool,
+    resolv_conf: str | None,
+    seccomp_fd: int,
     cwd: str,
     env: dict[str, str],
     caps: Sequence[str] = DOCKER_DEFAULT_CAPS,
@@ -109,6 +116,11 @@ def bwrap_base(
     percent of commands die with SIGKILL when many sandboxes ran in threads (measured: 8 of
     80 verifications failed with exit 137, 0 without it). The init's flag is enough for
     cleanup: if evokit dies, the init dies, and with it the pid namespace every command runs in.
+
+    ``resolv_conf``: for a process in a network namespace that :mod:`evokit.sandbox.netns`
+    connects to the outside, the host file with that namespace's resolver (else ``None``).
+    ``seccomp_fd``: a readable fd holding the filter (:func:`evokit.sandbox.seccomp.fd`), one
+    per bwrap (bwrap reads it to EOF); the caller passes it to the child.
     """
     argv = ["bwrap", "--bind", "@MERGED@", "/", "--dev", "/dev",
             # Docker's /dev/shm: 64 MiB, world-writable (bwrap's is a root-only dir).
@@ -118,13 +130,14 @@ def bwrap_base(
             # CAP_DAC_OVERRIDE the sandbox could otherwise write host sysctls (core_pattern
             # runs a host program as root). bwrap 0.8 skips /proc/sys because the kernel
             # answers EACCES to access(W_OK) on that directory, though its files are writable.
-            *PROC_READ_ONLY,
+            *PROC_READ_ONLY, *MASKED_PROC,
+            "--seccomp", str(seccomp_fd),
             "--cap-drop", "ALL"]
     for cap in caps:
         argv += ["--cap-add", cap]
-    if network:
-        # The image's resolv.conf would point at nothing; use the host's, read-only.
-        argv += ["--ro-bind-try", "/etc/resolv.conf", "/etc/resolv.conf"]
+    if resolv_conf:
+        # The image's resolv.conf would point at nothing; use the namespace's DNS forwarder.
+        argv += ["--ro-bind", resolv_conf, "/etc/resolv.conf"]
     if die_with_parent:
         argv.append("--die-with-parent")
     argv += ["--clearenv", "--chdir", cwd]

@@ -19,14 +19,56 @@ ROOT = Path("/sys/fs/cgroup")
 _V1_CONTROLLERS = ("memory", "pids", "cpu")
 
 
+#: The accepted range of each limit (issue 11, class 9): ``0`` or a negative value used to
+#: mean "unlimited" without a word, ``10**12`` MB was accepted, and ``memory_mb = -1`` or
+#: ``cpus = 0.001`` crashed the sandbox at start. Outside the range is a :class:`LimitsError`
+#: naming the field. The minimums are what a sandbox needs to start at all (cpus: the
+#: kernel's smallest CFS quota, 1 ms per 100 ms period); the maximums are far beyond any
+#: machine, so only a typo or an adversarial task reaches them.
+LIMIT_RANGES: dict[str, tuple[float, float]] = {
+    "cpus": (0.01, 1024),
+    "memory_mb": (16, 4 * 1024 * 1024),  # 4 TiB
+    "storage_mb": (16, 4 * 1024 * 1024),
+    "pids": (16, 4 * 1024 * 1024),  # the kernel's pid_max ceiling
+}
+
+
+class LimitsError(ValueError):
+    """A limit that is zero, negative, too small, absurdly large or not a number."""
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one sandbox; ``None`` means unlimited. From ``task.toml [environment]``."""
+    """Resource limits of one sandbox; ``None`` means unlimited. From ``task.toml [environment]``.
+
+    Validated on construction against :data:`LIMIT_RANGES`; leave a field ``None`` (out of
+    ``task.toml``) for no limit, never ``0``.
+    """
 
     cpus: float | None = None  # Harbor `cpus`: a CFS quota of cpus × period
     memory_mb: int | None = None  # Harbor `memory_mb`: RAM (+ swap) including the tmpfs upper layer
     storage_mb: int | None = 2048  # Harbor `storage_mb`: size of the writable tmpfs layer
     pids: int | None = 1024  # not in Harbor's schema; what stops a fork bomb
+
+    def __post_init__(self) -> None:
+        for name, (low, high) in LIMIT_RANGES.items():
+            value = getattr(self, name)
+            if value is None:
+                continue
+            whole = name != "cpus"
+            if isinstance(value, bool) or not isinstance(value, int | float) or (whole and not isinstance(value, int)):
+                raise LimitsError(f"{name} = {value!r}: must be {'a whole number' if whole else 'a number'}"
+                                  f" (leave it out for no limit)")
+            if value != value or value in (float("inf"), float("-inf")):
+                raise LimitsError(f"{name} = {value!r}: must be a finite number")
+            unit = " MB" if name.endswith("_mb") else ""
+            if value <= 0:
+                raise LimitsError(f"{name} = {value!r}: must be positive; leave it out for no limit "
+                                  f"(0 and negative values do not mean unlimited)")
+            if value < low:
+                raise LimitsError(f"{name} = {value!r}: too small; the least a sandbox can run with is {low}{unit}")
+            if value > high:
+                raise LimitsError(f"{name} = {value!r}: absurdly large; at most {high}{unit}")
 
 
 def _own_path(controller: str) -> str:
@@ -42,21 +84,29 @@ def _is_v2() -> bool:
     return (ROOT / "cgroup.controllers").exists()
 
 
+def parent_dirs() -> list[Path]:
+    """The cgroup dirs (one per controller used) under which this process makes sandbox cgroups."""
+    if _is_v2():
+        return [ROOT / _own_path("").lstrip("/")]
+    return [ROOT / c / _own_path(c).lstrip("/") for c in _V1_CONTROLLERS if (ROOT / c).is_dir()]
+
+
 class Cgroup:
-    """A set of same-named cgroups (one per controller) with limits applied."""
+    """A set of same-named cgroups (one per controller) with limits applied.
+
+    If making the directories or applying a limit fails, the directories made so far are
+    removed before the error propagates: a failed start leaves no cgroup behind.
+    """
 
     def __init__(self, name: str, limits: Limits):
-        self.dirs: list[Path] = []
-        if _is_v2():
-            base = ROOT / _own_path("").lstrip("/")
-            self.dirs = [base / name]
-        else:
-            for c in _V1_CONTROLLERS:
-                if (ROOT / c).is_dir():
-                    self.dirs.append(ROOT / c / _own_path(c).lstrip("/") / name)
-        for d in self.dirs:
-            d.mkdir(exist_ok=True)
-        self._apply(limits)
+        self.dirs: list[Path] = [parent / name for parent in parent_dirs()]
+        try:
+            for d in self.dirs:
+                d.mkdir(exist_ok=True)
+            self._apply(limits)
+        except BaseException:
+            self.kill(timeout=0.5)
+            raise
 
     def _write(self, filename: str, value: str) -> bool:
         for d in self.dirs:

@@ -28,7 +28,7 @@ SUPPORTED = frozenset({"FROM", "RUN", "COPY", "ADD", "WORKDIR", "ENV", "ARG", "U
 COPY_FLAGS = frozenset({"chown", "chmod", "link"})
 
 DOCKER_BACKEND_HINT = (
-    "the local bubblewrap sandbox supports FROM debian:bookworm*/debian:12* with RUN, COPY, ADD "
+    "the local bubblewrap sandbox supports one FROM (any registry image; debian:bookworm offline) with RUN, COPY, ADD "
     "(local files), WORKDIR, ENV, ARG, USER and SHELL; run this task with Harbor's docker backend "
     "instead (`harbor run --env docker ...`, or `sandbox='docker'` in evokit)"
 )

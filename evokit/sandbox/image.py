@@ -2,7 +2,11 @@
 
 * The base (``FROM debian:bookworm*`` / ``debian:12*``, any registry prefix, tag suffix
   or digest) is a Debian root filesystem made once by ``mmdebstrap --variant=minbase``
-  (close to ``debian:bookworm-slim``) and cached under ``<cache>/base/<suite>``.
+  (close to ``debian:bookworm-slim``) and cached under ``<cache>/base/<suite>``: it needs
+  no registry. Any other base (``python:3.12-slim``, ``ghcr.io/o/r@sha256:…``) is pulled
+  with the registry API (:mod:`evokit.sandbox.registry`), each of its layers unpacked once
+  into ``<cache>/layers/oci1-<digest>`` (:mod:`evokit.sandbox.oci_layers`); see
+  :func:`use_mmdebstrap` for the precedence and :func:`pull_image`.
 * Every ``RUN``, ``COPY``/``ADD`` and ``WORKDIR`` becomes one layer: the upper directory
   of an overlay mounted over the layers below it, kept under ``<cache>/layers/<key>``.
   The key chains the parent key with the instruction, the build variables in force and
@@ -14,9 +18,11 @@
   published by an atomic ``rename``; two processes building the same image get one
   correct cache entry, and a killed build leaves only a temp dir that is never read.
 
-Deviation from Docker (stated here, checked by tests): ``RUN`` steps have network
-access and run as root with Docker's default capabilities, but there is no seccomp
-profile; the base is minbase from Debian's archive, not the registry's image bytes.
+Deviation from Docker (stated here, checked by tests): ``RUN`` steps have outbound network
+access (their own namespace through slirp4netns, never the host's) and run as root with
+Docker's default capabilities; the seccomp filter refuses the keyring syscalls only
+(:mod:`evokit.sandbox.seccomp`), not Docker's whole list; a Debian bookworm base is minbase from Debian's archive, not the registry's image
+bytes (unless ``$EVOKIT_DEBIAN_SOURCE=registry``).
 """
 
 from __future__ import annotations
@@ -29,16 +35,22 @@ import json
 import os
 import re
 import shutil
+import stat
 import tarfile
+import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from evokit.sandbox import dockerfile as df
+from evokit.sandbox import netns, seccomp, stale
 from evokit.sandbox.bwrap import bwrap_base, host_env, overlay_argv, require_tools
 from evokit.sandbox.cgroup import Cgroup, Limits
+from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
+from evokit.sandbox.oci_layers import LAYER_FORMAT, LayerError, layer_rel, unpack_layer
 from evokit.sandbox.process import run_capped
+from evokit.sandbox.registry import RegistryConfig, RegistryError, parse_reference, pull
 
 BASE_FORMAT = 1  # bump to invalidate every cached base rootfs
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -80,6 +92,25 @@ def cache_root() -> Path:
     return Path(os.environ.get("EVOKIT_CACHE") or Path.home() / ".cache" / "evokit")
 
 
+def secure_cache_root(root: Path) -> Path:
+    """Make ``root`` (if missing) mode 0700 and narrow it to 0700 if it is wider.
+
+    Why (issue 11, class 10): the cache holds whole root filesystems with Debian's own
+    set-uid binaries (``su``, ``mount``), written as root; under a world-readable path an
+    unprivileged host user could run them. A root owned by another user is refused: they
+    could swap the layers the sandboxes run on.
+    """
+    root = Path(root)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = root.stat()
+    if st.st_uid != os.geteuid():
+        raise ImageBuildError(f"layer cache {root} belongs to uid {st.st_uid}, not to this user "
+                              f"(uid {os.geteuid()}); refusing to use it: set $EVOKIT_CACHE to a directory of yours")
+    if st.st_mode & 0o077:
+        os.chmod(root, 0o700)
+    return root
+
+
 @dataclass(frozen=True)
 class Image:
     """A built image: overlay lower dirs (relative to ``root``, top first) plus run config."""
@@ -111,6 +142,80 @@ def debian_suite(image_ref: str, where: str = "Dockerfile") -> str:
     return "bookworm"
 
 
+def _from_args(text: str, where: str) -> str:
+    """``[--platform=P] IMAGE [AS NAME]`` → IMAGE (a platform other than the host's is refused)."""
+    tokens = text.split()
+    while tokens and tokens[0].startswith("--"):
+        flag = tokens.pop(0)
+        name, _, value = flag.partition("=")
+        host = RegistryConfig()
+        if name != "--platform":
+            raise df.DockerfileError(f"{where}: FROM {flag} is not supported; {df.DOCKER_BACKEND_HINT}")
+        if value.split("/")[:2] != [host.os, host.architecture] and "$" not in value:
+            raise df.DockerfileError(f"{where}: FROM --platform={value}: the local sandbox runs only the "
+                                     f"host's platform {host.os}/{host.architecture}")
+    if len(tokens) == 1 or (len(tokens) == 3 and tokens[1].lower() == "as"):
+        return tokens[0]
+    raise df.DockerfileError(f"{where}: cannot parse FROM {text!r} (expected FROM IMAGE [AS NAME])")
+
+
+def use_mmdebstrap(from_args: str) -> bool:
+    """Whether ``FROM`` builds Debian's minbase offline with mmdebstrap instead of pulling.
+
+    Precedence: ``debian:bookworm*``/``debian:12*`` (Docker Hub's official image, under any
+    registry prefix) keeps the offline mmdebstrap base, so machines without registry access
+    still build Debian tasks; ``$EVOKIT_DEBIAN_SOURCE=registry`` pulls it like any other image.
+    """
+    ref = from_args.split()[0] if from_args.split() else ""
+    return bool(_DEBIAN.match(ref)) and os.environ.get("EVOKIT_DEBIAN_SOURCE", "mmdebstrap") != "registry"
+
+
+def pull_image(image_ref: str, *, root: Path | None = None, where: str = "FROM",
+               log: Callable[[str], None] = lambda s: None) -> Image:
+    """A registry image (``FROM`` or ``[environment].docker_image``) as cached overlay layers.
+
+    Pulled with :func:`evokit.sandbox.registry.pull` and unpacked by
+    :func:`evokit.sandbox.oci_layers.unpack_layer`. Like ``docker build`` without ``--pull``,
+    a reference is resolved once per cache and then reused offline; ``$EVOKIT_PULL=always``
+    resolves it again. The image config's ``Env``, ``WorkingDir``, ``User`` and ``Shell``
+    apply; ``Cmd``/``Entrypoint`` do not (a sandbox runs its own init, as Harbor's does).
+    """
+    root = secure_cache_root(Path(root or cache_root()))
+    name = _from_args(image_ref, where)
+    config = RegistryConfig.from_env()
+    try:
+        ref = parse_reference(name)
+        record = root / "images" / (_hash(str(ref), config.endpoint(ref.registry), config.os,
+                                          config.architecture, LAYER_FORMAT) + ".json")
+        with _Lock(root / "locks" / f"pull-{record.stem}.lock"):
+            if not record.is_file() or os.environ.get("EVOKIT_PULL") == "always":
+                pulled = pull(name, root / "blobs", config, log,
+                              have=lambda d: (root / layer_rel(d.digest)).is_dir())
+                if not pulled.layers:
+                    raise RegistryError(f"image {name!r} has no layers; nothing to build on")
+                layers = [layer_rel(d.digest) if path is None else
+                          unpack_layer(path, d.digest, root, image=name,
+                                       finish=lambda tmp: neutralise_layer(tmp, where))
+                          for d, path in zip(pulled.layers, pulled.blob_paths, strict=True)]
+                for path in filter(None, pulled.blob_paths):  # unpacked: the compressed copy is not needed
+                    path.unlink(missing_ok=True)
+                record.parent.mkdir(parents=True, exist_ok=True)
+                tmp = record.with_name(f".tmp-{uuid.uuid4().hex[:8]}")
+                tmp.write_text(json.dumps({"reference": str(ref), "manifest": pulled.manifest_digest,
+                                           "layers": layers, "config": pulled.config}))
+                os.rename(tmp, record)
+    except (RegistryError, LayerError) as e:
+        raise ImageBuildError(f"{where}: {e}") from None
+    saved = json.loads(record.read_text())
+    cfg = saved["config"].get("config") or {}
+    env = dict(e.split("=", 1) for e in cfg.get("Env") or [] if "=" in e)
+    shell = cfg.get("Shell")
+    return Image(key=_hash("oci", saved["manifest"], LAYER_FORMAT), root=root,
+                 lowerdirs=tuple(reversed(saved["layers"])), env=env,
+                 workdir=cfg.get("WorkingDir") or "/", user=cfg.get("User") or None,
+                 shell=tuple(shell) if isinstance(shell, list) and shell else ("/bin/sh", "-c"))
+
+
 class _Lock:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -128,7 +233,7 @@ class _Lock:
 def ensure_base(suite: str, root: Path, log: Callable[[str], None] = lambda s: None) -> str:
     """Make (once) the minbase rootfs of ``suite``; return its dir relative to ``root``."""
     rel = f"base/{suite}-minbase-v{BASE_FORMAT}"
-    final = root / rel
+    final = secure_cache_root(root) / rel
     if final.is_dir():
         return rel
     require_tools("mmdebstrap")
@@ -174,7 +279,7 @@ def build_image(
     dockerfile = context / "Dockerfile"
     if not dockerfile.is_file():
         raise df.DockerfileError(f"{dockerfile}: no Dockerfile (docker-compose tasks need Harbor's docker backend)")
-    root = Path(root or cache_root())
+    root = secure_cache_root(Path(root or cache_root()))
     instructions = df.parse(dockerfile.read_text(), dockerfile)
     state = _State()
     lowerdirs: list[str] = []
@@ -182,9 +287,15 @@ def build_image(
     for n, ins in enumerate(instructions, 1):
         where = f"{dockerfile}:{ins.line}"
         if ins.keyword == "FROM":
-            suite = debian_suite(df.substitute(ins.args, state.args), where)
-            lowerdirs = [ensure_base(suite, root, log)]
-            key = _hash("base", lowerdirs[0])
+            ref = df.substitute(ins.args, state.args)
+            if use_mmdebstrap(ref):
+                lowerdirs = [ensure_base(debian_suite(ref, where), root, log)]
+                key = _hash("base", lowerdirs[0])
+            else:
+                base = pull_image(ref, root=root, where=where, log=log)
+                lowerdirs, key = list(base.lowerdirs), base.key
+                state.env = {"PATH": DEFAULT_PATH, **base.env}
+                state.workdir, state.user, state.shell = base.workdir, base.user, base.shell
         elif ins.keyword == "ARG":
             for name, value in df.parse_key_values(ins.args, "ARG", where).items():
                 state.args[name] = (build_args or {}).get(name, df.substitute(value, state.variables()))
@@ -209,11 +320,11 @@ def build_image(
             key = _layer(root, lowerdirs, key, ["RUN", argv, state.variables(), state.workdir, state.user],
                          _as_user(argv, state.user), None, state, where, step_timeout_sec, log, n)
         elif ins.keyword in {"COPY", "ADD"}:
-            payload = _copy_tar(context, ins, state, lowerdirs, root, where)
-            digest = hashlib.sha256(payload).hexdigest()
-            key = _layer(root, lowerdirs, key, [ins.keyword, digest],
-                         ["tar", "-x", "-p", "--keep-directory-symlink", "-f", "-", "-C", "/"], payload,
-                         state, where, step_timeout_sec, log, n)
+            payload, digest = _copy_tar(context, ins, state, lowerdirs, root, where)
+            with payload:  # a temp file, fed to the step's stdin: never held in memory
+                key = _layer(root, lowerdirs, key, [ins.keyword, digest],
+                             ["tar", "-x", "-p", "--keep-directory-symlink", "-f", "-", "-C", "/"], payload,
+                             state, where, step_timeout_sec, log, n)
     return Image(key=key, root=root, lowerdirs=tuple(lowerdirs), env=dict(state.env),
                  workdir=state.workdir, user=state.user, shell=state.shell)
 
@@ -253,43 +364,150 @@ def _layer(root: Path, lowerdirs: list[str], parent: str, spec: list, argv: list
 
 def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin: bytes | None,
               state: _State, where: str, timeout: float) -> None:
-    tmp = root / "layers" / f".tmp-{uuid.uuid4().hex[:12]}"
-    (tmp / "upper").mkdir(parents=True)
-    (tmp / "work").mkdir()
-    env = {**{k: v for k, v in os.environ.items() if k in _PROXY_VARS}, **state.variables()}
-    env.setdefault("HOME", "/root")
-    ca_args: list[str] = []
-    if ca := host_ca_bundle():
-        ca_args = ["--tmpfs", _BUILD_CA_DIR, "--ro-bind", str(ca), f"{_BUILD_CA_DIR}/ca.crt"]
-        for var in _CA_ENV:
-            env.setdefault(var, "1" if var == "UV_NATIVE_TLS" else f"{_BUILD_CA_DIR}/ca.crt")
-    inner = bwrap_base(network=True, cwd="/", env=env) + ca_args + [
-        "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "evokit-build",
-        "--", "/bin/sh", "-c", 'mkdir -p "$0" && cd "$0" && exec "$@"', state.workdir, *argv,
-    ]
-    cgroup = Cgroup(f"evokit-build-{tmp.name.removeprefix('.tmp-')}", BUILD_LIMITS)
+    """Run one build step in a sandbox of its own: own network namespace with outbound access
+    (slirp4netns, host loopback refused: :mod:`evokit.sandbox.netns`), the keyring filter
+    (:mod:`evokit.sandbox.seccomp`), its own cgroup, under a lease (:mod:`evokit.sandbox.stale`)
+    so that a killed build's temp dir and cgroup are removed by the next run."""
+    build_id = uuid.uuid4().hex[:12]
+    tmp = root / "layers" / f".tmp-{build_id}"
+    stale.clean_once(stale.RUN_DIR)
+    lease = stale.Lease(stale.RUN_DIR, f"build-{build_id}")
+    lease.record(tmp_dir=str(tmp), cgroup_dirs=[str(d / f"evokit-build-{build_id}") for d in cgroup_parent_dirs()])
+    cgroup = outbound = None
+    fds: list[int] = []
     try:
+        (tmp / "upper").mkdir(parents=True)
+        (tmp / "work").mkdir()
+        env = {**{k: v for k, v in os.environ.items() if k in _PROXY_VARS}, **state.variables()}
+        env.setdefault("HOME", "/root")
+        ca_args: list[str] = []
+        if ca := host_ca_bundle():
+            ca_args = ["--tmpfs", _BUILD_CA_DIR, "--ro-bind", str(ca), f"{_BUILD_CA_DIR}/ca.crt"]
+            for var in _CA_ENV:
+                env.setdefault(var, "1" if var == "UV_NATIVE_TLS" else f"{_BUILD_CA_DIR}/ca.crt")
+        info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
+        filter_fd = seccomp.fd()
+        fds = [info_r, info_w, block_r, block_w, filter_fd]
+        # --block-fd: the step's command waits until slirp4netns has configured its namespace.
+        inner = bwrap_base(resolv_conf=str(netns.resolv_conf()), seccomp_fd=filter_fd, cwd="/", env=env) + ca_args + [
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", "evokit-build",
+            "--info-fd", str(info_w), "--block-fd", str(block_r),
+            "--", "/bin/sh", "-c", 'mkdir -p "$0" && cd "$0" && exec "$@"', state.workdir, *argv,
+        ]
+        cgroup = Cgroup(f"evokit-build-{build_id}", BUILD_LIMITS)
+
+        def connect(proc) -> None:
+            nonlocal outbound
+            for fd in (info_w, block_r, filter_fd):  # the child has its copies now
+                os.close(fd)
+                fds.remove(fd)
+            raw = b""  # bwrap closes it before it blocks; EOF at once if it failed before
+            while chunk := os.read(info_r, 4096):
+                raw += chunk
+            if raw:
+                outbound = netns.Outbound(json.loads(raw)["child-pid"], wrap=cgroup.wrap)
+            try:
+                os.write(block_w, b"x")
+            except BrokenPipeError:  # bwrap already failed; run_capped reports how
+                pass
+
         res = run_capped(cgroup.wrap(overlay_argv(cache_root=root, lowerdirs=lowerdirs, upper_root=tmp,
                                                   tmpfs_bytes=None, inner=inner)),
-                         stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024, env=host_env())
+                         stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024, env=host_env(),
+                         pass_fds=(info_w, block_r, filter_fd), on_start=connect)
         if res.timed_out or res.return_code != 0:
             why = f"timed out after {timeout:.0f}s" if res.timed_out else f"exit code {res.return_code}"
             raise ImageBuildError(f"{where}: build step failed ({why}):\n{(res.stdout + res.stderr)[-4000:]}")
         if ca_args:  # the tmpfs mountpoint bwrap made is ours, not the step's
             shutil.rmtree(tmp / "upper" / _BUILD_CA_DIR.lstrip("/"), ignore_errors=True)
+        neutralise_layer(tmp / "upper", where)
         try:
             os.rename(tmp / "upper", root / rel)
         except OSError:
             if not (root / rel).is_dir():  # lost a race to an identical layer: fine
                 raise
     finally:
-        cgroup.kill()
+        for fd in fds:
+            os.close(fd)
+        if outbound is not None:
+            outbound.close()
+        if cgroup is not None:
+            cgroup.kill()
         shutil.rmtree(tmp, ignore_errors=True)
+        lease.release()
+
+
+def neutralise_layer(upper: Path, where: str = "") -> list[str]:
+    """Strip what a build step must not leave in the host's layer cache; return what it changed.
+
+    Issue 11, class 10: a ``RUN chmod u+s /bin/bash`` or ``RUN mknod`` stored a set-uid root
+    shell or a device node on the host's disk. In every layer a step stores:
+
+    * set-uid / set-gid bits of files are cleared (a set-gid *directory* only sets the group
+      of new files, and keeps it), and ``security.capability`` (``setcap``) is removed;
+    * device nodes are deleted, except overlayfs whiteouts (character device 0/0), which
+      are how a layer records a deletion.
+
+    Decided (stated in the README): this is also what the sandbox sees, so a set-uid
+    program *installed by a RUN step* (``apt-get install sudo``) runs without its bit
+    inside the sandbox, as under ``docker run --security-opt no-new-privileges``. Debian's
+    own base rootfs (``su``, ``mount``, ``passwd``) keeps its bits: it is made by mmdebstrap,
+    not by a task, and the cache root is 0700, so no host user can reach them.
+    """
+    changed: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(upper):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            kind = stat.S_IFMT(st.st_mode)
+            if kind in (stat.S_IFCHR, stat.S_IFBLK):
+                if kind == stat.S_IFCHR and st.st_rdev == 0:
+                    continue  # an overlayfs whiteout
+                os.unlink(path)
+                changed.append(f"removed device node {path}")
+                continue
+            if kind == stat.S_IFLNK:
+                continue
+            bits = stat.S_ISUID | (0 if kind == stat.S_IFDIR else stat.S_ISGID)  # set-gid dirs only group files
+            if st.st_mode & bits:
+                os.chmod(path, stat.S_IMODE(st.st_mode) & ~bits)
+                changed.append(f"cleared set-uid/set-gid on {path}")
+            try:
+                os.removexattr(path, "security.capability", follow_symlinks=False)
+                changed.append(f"removed file capabilities of {path}")
+            except OSError:
+                pass
+    return changed
+
+
+#: Cap on the bytes one ``COPY``/``ADD`` may carry (apparent sizes: a sparse file counts in
+#: full, since the layer stores it whole). Docker has none; a generated Dockerfile that
+#: copies a 1 TB sparse file must fail with a clear error, not fill the host's disk.
+MAX_COPY_BYTES = 8 << 30
+
+
+@dataclass
+class _CopySize:
+    """The running total of one ``COPY``/``ADD`` against :data:`MAX_COPY_BYTES`."""
+
+    where: str
+    total: int = 0
+
+    def add(self, src: Path, size: int) -> None:
+        self.total += size
+        if self.total > MAX_COPY_BYTES:
+            raise df.DockerfileError(f"{self.where}: {src} ({size} bytes) takes this COPY/ADD past its cap of "
+                                     f"{MAX_COPY_BYTES} bytes (evokit.sandbox.image.MAX_COPY_BYTES)")
 
 
 def _copy_tar(context: Path, ins: df.Instruction, state: _State, lowerdirs: list[str],
-              root: Path, where: str) -> bytes:
-    """The tar stream that ``COPY``/``ADD`` extracts at ``/`` of the image."""
+              root: Path, where: str) -> tuple[io.BufferedRandom, str]:
+    """The tar stream that ``COPY``/``ADD`` extracts at ``/`` of the image, and its sha256.
+
+    Written to an unnamed temp file in the (0700) cache, never to memory (issue 11, class 9:
+    a 1 GiB sparse file cost 1 GiB of host RSS); the caller closes it.
+    """
     sources, dest = df.parse_copy_args(df.substitute(ins.args, state.variables()))
     if not dest.startswith("/"):  # relative to WORKDIR; keep a trailing "/" (it means "a dir")
         dest = str(PurePosixPath(state.workdir) / dest) + ("/" if dest.endswith("/") else "")
@@ -297,23 +515,46 @@ def _copy_tar(context: Path, ins: df.Instruction, state: _State, lowerdirs: list
     dest_is_dir = dest.endswith("/") or len(sources) > 1 or _is_dir(image, dest)
     uid, gid = _owner(ins.flags.get("chown"), image, where)
     mode = int(ins.flags["chmod"], 8) if ins.flags.get("chmod") else None
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        for pattern in sources:
-            matches = sorted(glob.glob(str(context / pattern), recursive=False))
-            if not matches:
-                raise df.DockerfileError(f"{where}: {ins.keyword} source {pattern!r} not found in {context}")
-            for src in map(Path, matches):
-                if not src.resolve().is_relative_to(context.resolve()):
-                    raise df.DockerfileError(f"{where}: {pattern!r} points outside the build context")
-                if ins.keyword == "ADD" and src.is_file() and tarfile.is_tarfile(src):
-                    _add_archive(tar, src, dest, uid, gid)
-                elif src.is_dir():
-                    _add_tree(tar, src, dest, uid, gid, mode)
-                else:
-                    target = str(PurePosixPath(dest) / src.name) if dest_is_dir else dest
-                    _add_file(tar, src, target, uid, gid, mode)
-    return buf.getvalue()
+    size = _CopySize(where)
+    out = tempfile.TemporaryFile(dir=root)
+    try:
+        with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            for pattern in sources:
+                matches = sorted(glob.glob(str(context / pattern), recursive=False))
+                if not matches:
+                    raise df.DockerfileError(f"{where}: {ins.keyword} source {pattern!r} not found in {context}")
+                for src in map(Path, matches):
+                    if not src.resolve().is_relative_to(context.resolve()):
+                        raise df.DockerfileError(f"{where}: {pattern!r} points outside the build context")
+                    _check_source(src, where)
+                    if ins.keyword == "ADD" and src.is_file() and tarfile.is_tarfile(src):
+                        _add_archive(tar, src, dest, uid, gid, size)
+                    elif src.is_dir():
+                        _add_tree(tar, src, dest, uid, gid, mode, size)
+                    else:
+                        target = str(PurePosixPath(dest) / src.name) if dest_is_dir else dest
+                        _add_file(tar, src, target, uid, gid, mode, size)
+        out.seek(0)
+        digest = hashlib.sha256()
+        while chunk := out.read(1 << 20):
+            digest.update(chunk)
+        out.seek(0)
+        return out, digest.hexdigest()
+    except BaseException:
+        out.close()
+        raise
+
+
+def _check_source(src: Path, where: str) -> None:
+    """Only files, directories and symlinks are copied: opening a FIFO would hang the build
+    (past ``step_timeout_sec``: the read happens before the step starts), and a device or a
+    socket is nothing a layer can hold."""
+    st = src.lstat()
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+        kind = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+                stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(st.st_mode), "a special file")
+        raise df.DockerfileError(f"{where}: COPY/ADD source {src} is {kind}; only files, directories and "
+                                 "symlinks can be copied into an image")
 
 
 def _is_dir(image: Image, path: str) -> bool:
@@ -347,19 +588,29 @@ def _info(name: str, st: os.stat_result, uid: int, gid: int, mode: int | None) -
     return info
 
 
-def _add_file(tar: tarfile.TarFile, src: Path, target: str, uid: int, gid: int, mode: int | None) -> None:
+def _add_file(tar: tarfile.TarFile, src: Path, target: str, uid: int, gid: int, mode: int | None,
+              size: _CopySize) -> None:
     st = src.lstat()
     info = _info(target, st, uid, gid, mode)
-    if src.is_symlink():
+    if stat.S_ISLNK(st.st_mode):
         info.type, info.linkname = tarfile.SYMTYPE, os.readlink(src)
         tar.addfile(info)
         return
+    _check_source(src, size.where)
+    size.add(src, st.st_size)
     info.size = st.st_size
-    with open(src, "rb") as f:
+    # O_NOFOLLOW|O_NONBLOCK: a file swapped for a link or a FIFO after the lstat is not
+    # followed and does not block; fstat checks it is still the regular file we sized.
+    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        now = os.fstat(fd)
+        if not stat.S_ISREG(now.st_mode) or now.st_size != st.st_size:
+            raise df.DockerfileError(f"{size.where}: COPY/ADD source {src} changed while it was being read")
         tar.addfile(info, f)
 
 
-def _add_tree(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, mode: int | None) -> None:
+def _add_tree(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, mode: int | None,
+              size: _CopySize) -> None:
     tar.addfile(_dir_info(dest, src.stat(), uid, gid, mode))
     for dirpath, dirnames, filenames in os.walk(src):
         dirnames.sort()
@@ -367,11 +618,11 @@ def _add_tree(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, mo
         for d in dirnames:
             path, name = Path(dirpath) / d, str(PurePosixPath(dest) / rel / d)
             if path.is_symlink():  # a link to a dir stays a link (os.walk lists, never enters it)
-                _add_file(tar, path, name, uid, gid, mode)
+                _add_file(tar, path, name, uid, gid, mode, size)
             else:
                 tar.addfile(_dir_info(name, path.stat(), uid, gid, mode))
         for name in sorted(filenames):
-            _add_file(tar, Path(dirpath) / name, str(PurePosixPath(dest) / rel / name), uid, gid, mode)
+            _add_file(tar, Path(dirpath) / name, str(PurePosixPath(dest) / rel / name), uid, gid, mode, size)
 
 
 def _dir_info(name: str, st: os.stat_result, uid: int, gid: int, mode: int | None) -> tarfile.TarInfo:
@@ -380,10 +631,16 @@ def _dir_info(name: str, st: os.stat_result, uid: int, gid: int, mode: int | Non
     return info
 
 
-def _add_archive(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int) -> None:
-    """``ADD local.tar.gz /dir/`` unpacks the archive, as Docker does."""
+def _add_archive(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, size: _CopySize) -> None:
+    """``ADD local.tar.gz /dir/`` unpacks the archive, as Docker does.
+
+    Its members are only re-packed here (streamed, never extracted on the host); the build
+    step's tar unpacks them inside the step's sandbox, and the stored layer is neutralised.
+    """
     with tarfile.open(src) as archive:
-        for member in archive.getmembers():
+        for member in archive:  # streamed: getmembers() would hold every header at once
+            if member.isfile():
+                size.add(src / member.name, member.size)
             data = archive.extractfile(member) if member.isfile() else None
             member.name = str(PurePosixPath(dest) / member.name).lstrip("/")
             tar.addfile(member, data)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 DEFAULT_MAX_OUTPUT = 4 * 1024 * 1024  # bytes kept per stream (head + tail)
 
@@ -87,7 +88,7 @@ class _CappedReader(threading.Thread):
 def run_capped(
     argv: Sequence[str],
     *,
-    stdin: bytes | None = None,
+    stdin: bytes | BinaryIO | None = None,
     timeout_sec: float | None = None,
     max_output_bytes: int = DEFAULT_MAX_OUTPUT,
     env: dict[str, str] | None = None,
@@ -96,11 +97,16 @@ def run_capped(
     on_start: Callable[[subprocess.Popen], None] | None = None,
     keep_bytes: bool = False,
 ) -> ExecResult:
-    """Run ``argv`` in its own process group; kill the group on timeout."""
+    """Run ``argv`` in its own process group; kill the group on timeout.
+
+    ``stdin`` is bytes (written by a thread) or an open file, which the process reads
+    directly (a ``COPY`` payload on disk: never loaded into memory).
+    """
     t0 = time.monotonic()
+    as_file = stdin is not None and not isinstance(stdin, bytes | bytearray | memoryview)
     proc = subprocess.Popen(
         list(argv),
-        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdin=stdin if as_file else subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -113,7 +119,7 @@ def run_capped(
     readers = [_CappedReader(proc.stdout, max_output_bytes), _CappedReader(proc.stderr, max_output_bytes)]
     for r in readers:
         r.start()
-    if stdin is not None:
+    if stdin is not None and not as_file:
         writer = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
         writer.start()
     timed_out = False

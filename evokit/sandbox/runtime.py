@@ -12,9 +12,9 @@ process that started it):
   exactly as with ``docker exec``, and killing the init kills every process at once;
 * a per-sandbox cgroup (memory, pids, cpu) that every process joins before it execs.
 
-File transfer runs ``tar`` *inside* the sandbox and streams it through a pipe: a host-side
-copy through ``/proc/<pid>/root`` would follow symlinks the agent planted (``/tests ->
-/etc``) on the host's filesystem.
+File transfer (:mod:`evokit.sandbox.transfer`) walks the sandbox's root from the host through
+``/proc/<pid 1>/root`` with ``openat2(RESOLVE_IN_ROOT)``: symlinks the agent planted
+(``/tests -> /etc``) resolve inside the sandbox, and none of the agent's programs runs.
 """
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ import tarfile
 import threading
 import time
 import uuid
-from pathlib import Path, PurePosixPath
+from collections.abc import Sequence
+from fnmatch import fnmatch
+from pathlib import Path
 
+from evokit.sandbox import netns, seccomp, stale, transfer
 from evokit.sandbox.bwrap import (
     DOCKER_DEFAULT_CAPS,
     bwrap_base,
@@ -39,21 +42,13 @@ from evokit.sandbox.bwrap import (
     require_tools,
 )
 from evokit.sandbox.cgroup import Cgroup, Limits
+from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
 from evokit.sandbox.image import Image, _as_user
 from evokit.sandbox.process import SUBPROCESS_CLOCK, ExecResult, run_capped
 
-RUN_DIR = Path(os.environ.get("EVOKIT_RUN_DIR", "/run/evokit"))
+RUN_DIR = stale.RUN_DIR
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 ETC_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
-
-
-def tar_bytes(source: str | Path) -> bytes:
-    """An uncompressed tar of the *contents* of the host dir ``source`` (to extract in a sandbox)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for child in sorted(Path(source).iterdir()):
-            tar.add(child, arcname=child.name)
-    return buf.getvalue()
 
 
 class SandboxError(RuntimeError):
@@ -65,8 +60,9 @@ class Sandbox:
 
     Args:
         image: what :func:`evokit.sandbox.image.build_image` returned.
-        network: give the sandbox the host's network (Harbor ``network_mode = "public"``);
-            otherwise it has only a loopback interface that is down.
+        network: outbound access (Harbor ``network_mode = "public"``) through slirp4netns from
+            the sandbox's own network namespace, host loopback refused (:mod:`evokit.sandbox.netns`);
+            otherwise the namespace has only its loopback interface (up, for local servers).
         limits: cpu / memory / storage / pid limits (see :class:`Limits`).
         workdir: default cwd of ``exec`` (the task's ``workdir``, else the image's WORKDIR).
         env: extra variables for every command, over the image's ``ENV``.
@@ -85,20 +81,44 @@ class Sandbox:
         self._own_pids: set[int] = set()
         self._ns: dict[str, str] = {}
         self.cgroup: Cgroup | None = None
+        self._lease: stale.Lease | None = None
+        self._outbound: netns.Outbound | None = None
+        self._resolv: str | None = None
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> Sandbox:
-        require_tools("unshare", "nsenter", "bwrap")
+        """Start the init (and, with ``network``, its slirp4netns); on any failure undo all of it.
+
+        First takes a lease on the sandbox's host state (:mod:`evokit.sandbox.stale`), and the
+        first start in a process removes state left by harnesses that died (SIGKILL).
+        """
+        require_tools("unshare", "nsenter", "bwrap", *(("slirp4netns",) if self.network else ()))
+        if self._lease is not None:
+            raise SandboxError("start() on a sandbox that was already started")
+        stale.clean_once(self.state_dir.parent)
+        self._lease = stale.Lease(self.state_dir.parent, self.id)
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        self._lease.record(state_dir=str(self.state_dir),
+                           cgroup_dirs=[str(d / f"evokit-{self.id}") for d in cgroup_parent_dirs()])
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.cgroup = Cgroup(f"evokit-{self.id}", self.limits)
+        self._resolv = str(netns.resolv_conf()) if self.network else None
         info_r, info_w = os.pipe()
-        inner = bwrap_base(network=self.network, cwd="/", env={"PATH": self.env.get("PATH", "/usr/bin:/bin")},
-                           die_with_parent=True)
-        inner += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
+        filter_fd = seccomp.fd()
+        inner = bwrap_base(resolv_conf=self._resolv, seccomp_fd=filter_fd, cwd="/",
+                           env={"PATH": self.env.get("PATH", "/usr/bin:/bin")}, die_with_parent=True)
+        # Always a network namespace of its own: with ``network`` slirp4netns connects it to the
+        # outside below; without, it has only its loopback (up, as Docker's network "none").
+        inner += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", "sandbox",
                   "--info-fd", str(info_w)]
-        if not self.network:
-            inner.append("--unshare-net")
         # The init makes the harness dirs, says "ready" (so start() returns only once the
         # sandbox can take commands), then sleeps as the namespaces' anchor.
         # Like Docker, give the sandbox an /etc/hosts (minbase has none): without it
@@ -111,10 +131,13 @@ class Sandbox:
         argv = overlay_argv(cache_root=self.image.root, lowerdirs=self.image.lowerdirs,
                             upper_root=self.state_dir, tmpfs_bytes=storage, inner=inner)
         t_start = time.monotonic()
-        self._init = subprocess.Popen(self.cgroup.wrap(argv), pass_fds=(info_w,), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      start_new_session=True, env=host_env())
-        os.close(info_w)
+        try:
+            self._init = subprocess.Popen(self.cgroup.wrap(argv), pass_fds=(info_w, filter_fd),
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          start_new_session=True, env=host_env())
+        finally:
+            os.close(info_w)
+            os.close(filter_fd)
         with os.fdopen(info_r, "rb") as f:
             raw = f.read()  # bwrap closes the fd once the sandbox is set up (or on failure)
         ready = self._init.stdout.readline()
@@ -123,18 +146,21 @@ class Sandbox:
         if not raw or ready.strip() != b"ready":
             self._init.wait(timeout=10) if self._init.poll() is None and not raw else None
             err = self._init.stderr.read().decode(errors="replace") if self._init.poll() is not None else ""
-            self.stop()
             raise SandboxError(f"sandbox failed to start: {err.strip() or 'the init never became ready'}")
         child = json.loads(raw)["child-pid"]
         self._ns = {name: f"/proc/{child}/ns/{name}" for name in ("net", "uts", "ipc", "pid")}
         self._ns["mnt"] = f"/proc/{self._init.pid}/ns/mnt"
         self._pidns_fd = os.open(self._ns["pid"], os.O_RDONLY)
         self._pid1_fd = os.pidfd_open(child)
-        # The processes that are the sandbox itself (outer bwrap, pid 1, the anchor sleep):
+        # The processes that are the sandbox itself (outer bwrap, pid 1, the anchor sleep, slirp):
         # everything else in the cgroup was started by a command.
         children = Path(f"/proc/{child}/task/{child}/children").read_text().split()
         self._own_pids = {self._init.pid, child, *map(int, children)}
-        return self
+        if self.network:
+            t_net = time.monotonic()
+            self._outbound = netns.Outbound(child, wrap=self.cgroup.wrap)
+            SUBPROCESS_CLOCK.add(time.monotonic() - t_net)
+            self._own_pids.add(self._outbound.pid)
 
     def kill_commands(self, rounds: int = 50) -> int:
         """Kill every process that commands started (background daemons too); keep the sandbox.
@@ -180,6 +206,9 @@ class Sandbox:
                 if self._init.stderr:
                     self._init.stderr.close()
                 self._init = None
+            if self._outbound is not None:
+                self._outbound.close()
+                self._outbound = None
             for fd in (self._pidns_fd, self._pid1_fd):
                 if fd is not None:
                     os.close(fd)
@@ -194,6 +223,9 @@ class Sandbox:
                     d.rmdir()
                 except OSError:
                     pass
+            if self._lease is not None:
+                self._lease.release()  # last: until here a cleaner must not think the state is free
+                self._lease = None
 
     @property
     def running(self) -> bool:
@@ -218,81 +250,125 @@ class Sandbox:
         user = self.image.user if user is None else str(user)
         merged_env = {**self.env, **(env or {})}
         merged_env.setdefault("HOME", "/root")
-        inner = bwrap_base(network=self.network, cwd=cwd or self.workdir, env=merged_env,
-                           caps=DOCKER_DEFAULT_CAPS)
-        inner[2] = str(self.state_dir / "merged")  # the merged root, as mounted by the init
-        full = ["nsenter", f"--mount={self._ns['mnt']}", f"--net={self._ns['net']}",
-                f"--uts={self._ns['uts']}", f"--ipc={self._ns['ipc']}", "--",
-                *inner, "--pidns", str(self._pidns_fd), "--", *_as_user(argv, user)]
-        return run_capped(self.cgroup.wrap(full), stdin=stdin, timeout_sec=timeout_sec,
-                          pass_fds=(self._pidns_fd,), max_output_bytes=max_output_bytes, env=host_env(),
-                          keep_bytes=keep_bytes)
+        filter_fd = seccomp.fd()
+        try:
+            inner = bwrap_base(resolv_conf=self._resolv, seccomp_fd=filter_fd, cwd=cwd or self.workdir,
+                               env=merged_env, caps=DOCKER_DEFAULT_CAPS)
+            inner[2] = str(self.state_dir / "merged")  # the merged root, as mounted by the init
+            full = ["nsenter", f"--mount={self._ns['mnt']}", f"--net={self._ns['net']}",
+                    f"--uts={self._ns['uts']}", f"--ipc={self._ns['ipc']}", "--",
+                    *inner, "--pidns", str(self._pidns_fd), "--", *_as_user(argv, user)]
+            return run_capped(self.cgroup.wrap(full), stdin=stdin, timeout_sec=timeout_sec,
+                              pass_fds=(self._pidns_fd, filter_fd), max_output_bytes=max_output_bytes,
+                              env=host_env(), keep_bytes=keep_bytes)
+        finally:
+            os.close(filter_fd)
 
     # ---------------------------------------------------------------- files
+    # Every transfer goes through evokit.sandbox.transfer: the host walks the sandbox's root
+    # with openat2(RESOLVE_IN_ROOT); no archive is made or parsed and no program of the
+    # sandbox (its tar, its libc) runs (issue 11, class 6).
+    def open_root(self) -> int:
+        """An ``O_PATH`` fd of the sandbox's ``/`` (the caller closes it), for :mod:`transfer`.
+
+        Taken through ``/proc/<pid 1>/root`` and checked against the pidfd of pid 1 afterwards,
+        so a recycled pid can never hand out another process's root.
+        """
+        if not self.running or self._pid1_fd is None:
+            raise SandboxError("file transfer on a sandbox that is not running (start() it, or it was stopped)")
+        pid = _pidfd_pid(self._pid1_fd)
+        try:
+            fd = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            raise SandboxError(f"the sandbox's pid 1 is gone ({e.strerror}); it cannot be read") from None
+        try:
+            signal.pidfd_send_signal(self._pid1_fd, 0)
+        except ProcessLookupError:
+            os.close(fd)
+            raise SandboxError("the sandbox's pid 1 is gone; it cannot be read") from None
+        return fd
+
     def upload_file(self, source: str | Path, target: str) -> None:
-        source = Path(source)
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            tar.add(source, arcname=PurePosixPath(target).name)
-        self._untar(buf.getvalue(), str(PurePosixPath(target).parent))
+        """Copy the host file ``source`` to ``target`` (parents made); owner root, its mode bits."""
+        _transfer(transfer.upload, Path(source), self, target, as_file=True)
 
     def upload_dir(self, source: str | Path, target: str) -> None:
-        """Copy the *contents* of ``source`` into ``target`` (created if missing)."""
-        self._untar(tar_bytes(source), target)
+        """Copy the *contents* of ``source`` into ``target`` (created if missing).
+
+        ``source`` itself may not be a symlink (a ``tests/`` folder linked to ``/etc`` would
+        upload the host's ``/etc``); links inside it stay links, resolved in the sandbox.
+        """
+        _transfer(transfer.upload, Path(source), self, target, as_file=False)
 
     def write_file(self, target: str, data: bytes | str, mode: int = 0o644) -> None:
         data = data.encode() if isinstance(data, str) else data
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo(PurePosixPath(target).name)
-            info.size, info.mode = len(data), mode
-            tar.addfile(info, io.BytesIO(data))
-        self._untar(buf.getvalue(), str(PurePosixPath(target).parent))
-
-    def _untar(self, payload: bytes, target: str) -> None:
-        res = self.exec(["sh", "-c", 'mkdir -p "$1" && tar -x -f - -C "$1" --no-same-owner', "sh", target],
-                        stdin=payload, user="root", cwd="/", timeout_sec=300)
-        if not res.ok:
-            raise SandboxError(f"upload to {target} failed: {res.stderr.strip()}")
+        _transfer(transfer.write_bytes, self, target, data, mode)
 
     def read_file(self, source: str, max_bytes: int = 64 * 1024 * 1024) -> bytes:
-        path = PurePosixPath(source)
-        with tarfile.open(fileobj=io.BytesIO(self._tar_out(str(path.parent), path.name, max_bytes))) as tar:
-            member = tar.next()
-            if member is None or not member.isfile():
-                raise FileNotFoundError(f"{source} is not a regular file in the sandbox")
-            return tar.extractfile(member).read()
+        """The bytes of the regular file ``source`` (a symlink is not followed: FileNotFoundError)."""
+        return _transfer(transfer.read_bytes, self, source, max_bytes)
 
-    def download_file(self, source: str, target: str | Path) -> None:
-        target = Path(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(self.read_file(source))
+    def download_file(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
+        """Stream the regular file ``source`` to the host file ``target`` (at most ``max_bytes``)."""
+        _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=True)
 
     def download_dir(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
-        """Copy the contents of ``source`` to the host dir ``target``; links stay links.
+        """Copy the contents of ``source`` to the host dir ``target``; links that stay inside stay links.
 
-        Links that point outside ``target`` (absolute, or escaping with ``..``) are skipped:
-        extracting them would let later members be written through them onto the host, and
-        failing the whole download would let an agent break the copy of its own logs.
+        Links that point outside ``target`` (absolute, or escaping with ``..``), FIFOs, sockets
+        and device nodes are skipped: failing the whole download would let an agent break the
+        copy of its own logs. More than ``max_bytes`` in all is a :class:`SandboxError`.
         """
-        target = Path(target)
-        target.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(self._tar_out(source, ".", max_bytes))) as tar:
-            tar.extractall(target, filter=_skip_unsafe)
+        _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=False)
 
-    def _tar_out(self, parent: str, name: str, max_bytes: int) -> bytes:
-        res = self.exec(["tar", "-c", "-f", "-", "-C", parent, name], user="root", cwd="/",
-                        timeout_sec=300, max_output_bytes=2 * max_bytes, keep_bytes=True)
-        if not res.ok:
-            raise FileNotFoundError(f"cannot read {parent}/{name} in the sandbox: {res.stderr.strip()}")
-        if res.truncated_bytes:
-            raise SandboxError(f"{parent}/{name} is larger than {max_bytes} bytes; not downloaded")
-        return res.stdout_bytes
+    def download_dir_filtered(self, source: str, target: str | Path, *, include: Sequence[str] | None = None,
+                              exclude: Sequence[str] | None = None, protect: Sequence[str] | None = None,
+                              max_bytes: int = 1 << 30) -> None:
+        """Harbor's ``download_dir_filtered``, host-safe: the regular files under ``source`` whose
+        relative path matches an ``include`` glob (all if none) and no ``exclude`` glob (fnmatch,
+        ``*`` matches ``/``); the exact relative paths in ``protect`` always.
+
+        Harbor's own version runs the sandbox's ``tar`` and extracts the archive on the host
+        with ``tarfile``: the trojaned-tar and filter-bypass paths of issue 11, class 6.
+        """
+        protected = set(protect or ())
+
+        def select(rel: str) -> bool:
+            if rel in protected:
+                return True
+            if include and not any(fnmatch(rel, p) for p in include):
+                return False
+            return not (exclude and any(fnmatch(rel, p) for p in exclude))
+
+        _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=False, select=select)
 
 
-def _skip_unsafe(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
-    """tarfile's "data" filter, except that a refused member is skipped instead of raising."""
+def _pidfd_pid(pidfd: int) -> int:
+    for line in Path(f"/proc/self/fdinfo/{pidfd}").read_text().splitlines():
+        if line.startswith("Pid:"):
+            pid = int(line.split()[1])
+            if pid > 0:
+                return pid
+    raise SandboxError("the sandbox's pid 1 is gone; it cannot be read")
+
+
+def _transfer(fn, *args, **kwargs):
+    """Run a :mod:`transfer` function; its refusals become :class:`SandboxError` (same message)."""
     try:
-        return tarfile.data_filter(member, dest)
-    except tarfile.FilterError:
-        return None
+        return fn(*args, **kwargs)
+    except transfer.TransferError as e:
+        raise SandboxError(str(e)) from None
+
+
+def tar_bytes(source: str | Path) -> bytes:
+    """An uncompressed tar of the *contents* of the host dir ``source`` (to extract in a sandbox).
+
+    ``source`` may not be a symlink (its target would be uploaded). Built in memory: for small
+    trees only (a task's ``tests/``); :meth:`Sandbox.upload_dir` streams instead.
+    """
+    transfer.check_upload_source(Path(source), as_file=False)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for child in sorted(Path(source).iterdir()):
+            tar.add(child, arcname=child.name)
+    return buf.getvalue()

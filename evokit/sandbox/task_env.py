@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
 from harbor.models.task.config import EnvironmentConfig, NetworkMode
 from harbor.models.task.task import Task
 
-from evokit.sandbox.cgroup import Limits
-from evokit.sandbox.image import Image, build_image
+from evokit.sandbox.cgroup import Limits, LimitsError
+from evokit.sandbox.image import Image, build_image, pull_image
 from evokit.sandbox.runtime import Sandbox, SandboxError
+from evokit.tasks.folder import open_task
 
 #: Used when a task sets no ``memory_mb`` / ``storage_mb`` (Harbor leaves them unset): many
 #: sandboxes at once must not be able to take the host's RAM between them.
@@ -18,10 +20,18 @@ DEFAULT_MEMORY_MB = 2048
 DEFAULT_STORAGE_MB = 2048
 
 
-def limits_from_config(env: EnvironmentConfig, *, pids: int | None = 1024) -> Limits:
-    """Harbor's ``[environment]`` cpus / memory_mb / storage_mb → :class:`Limits` (with defaults)."""
-    return Limits(cpus=env.cpus, memory_mb=env.memory_mb or DEFAULT_MEMORY_MB,
-                  storage_mb=env.storage_mb or DEFAULT_STORAGE_MB, pids=pids)
+def limits_from_config(env: EnvironmentConfig, *, pids: int | None = 1024, where: str | Path = "task.toml") -> Limits:
+    """Harbor's ``[environment]`` cpus / memory_mb / storage_mb → :class:`Limits` (with defaults).
+
+    Only a field left out gets the default: ``memory_mb = 0`` is an error naming the field
+    (it used to become the default, and ``cpus = 0`` meant unlimited), as is anything outside
+    :data:`evokit.sandbox.cgroup.LIMIT_RANGES`.
+    """
+    try:
+        return Limits(cpus=env.cpus, memory_mb=DEFAULT_MEMORY_MB if env.memory_mb is None else env.memory_mb,
+                      storage_mb=DEFAULT_STORAGE_MB if env.storage_mb is None else env.storage_mb, pids=pids)
+    except LimitsError as e:
+        raise SandboxError(f"{where}: [environment] {e}") from None
 
 
 def network_allowed(env: EnvironmentConfig) -> bool:
@@ -34,13 +44,33 @@ def network_allowed(env: EnvironmentConfig) -> bool:
     return env.network_mode == NetworkMode.PUBLIC
 
 
+#: Where evokit's own loops (verify, rollouts, evolve, train) run their trials: ``local`` (the
+#: bubblewrap sandbox, Linux + root) or ``docker`` (:mod:`evokit.sandbox.docker_backend`, any
+#: machine with a Docker daemon). The one place this is chosen.
+SANDBOX_ENV_VAR = "EVOKIT_SANDBOX"
+SANDBOX_BACKENDS = ("local", "docker")
+
+
+def sandbox_backend() -> str:
+    """``$EVOKIT_SANDBOX`` (``local`` when unset); anything else is a clear error."""
+    value = os.environ.get(SANDBOX_ENV_VAR, "").strip().lower() or "local"
+    if value not in SANDBOX_BACKENDS:
+        raise SandboxError(f"{SANDBOX_ENV_VAR}={value!r} is not a sandbox backend; use one of: "
+                           + ", ".join(SANDBOX_BACKENDS))
+    return value
+
+
 def image_for_task(task: Task | str | Path, log: Callable[[str], None] = lambda s: None) -> Image:
-    task = task if isinstance(task, Task) else Task(Path(task))
-    if task.config.environment.docker_image:
-        raise SandboxError(
-            f"{task.paths.config_path}: [environment].docker_image={task.config.environment.docker_image!r} "
-            "is a prebuilt registry image, which the local sandbox cannot pull; use Harbor's docker backend"
-        )
+    task = task if isinstance(task, Task) else open_task(task)
+    if sandbox_backend() == "docker":
+        from evokit.sandbox.docker_backend import build_docker_image, prebuilt_docker_image
+
+        if task.config.environment.docker_image:
+            return prebuilt_docker_image(task.config.environment.docker_image, log=log)
+        return build_docker_image(task.paths.environment_dir, log=log)
+    if image := task.config.environment.docker_image:
+        # A prebuilt image: pulled like a FROM line, with no Dockerfile steps on top.
+        return pull_image(image, where=f"{task.paths.config_path}: [environment].docker_image", log=log)
     return build_image(task.paths.environment_dir, step_timeout_sec=task.config.environment.build_timeout_sec,
                        log=log)
 
@@ -48,7 +78,13 @@ def image_for_task(task: Task | str | Path, log: Callable[[str], None] = lambda 
 def sandbox_for_task(task: Task | str | Path, *, image: Image | None = None,
                      log: Callable[[str], None] = lambda s: None) -> Sandbox:
     """A (not yet started) :class:`Sandbox` for ``task`` with its limits, network and workdir."""
-    task = task if isinstance(task, Task) else Task(Path(task))
+    task = task if isinstance(task, Task) else open_task(task)
     env = task.config.environment
+    if sandbox_backend() == "docker":
+        from evokit.sandbox.docker_backend import DockerSandbox
+
+        return DockerSandbox(image or image_for_task(task, log), network=network_allowed(env),
+                             limits=limits_from_config(env, where=task.paths.config_path), workdir=env.workdir,
+                             env=dict(env.env))
     return Sandbox(image or image_for_task(task, log), network=network_allowed(env),
-                   limits=limits_from_config(env), workdir=env.workdir, env=dict(env.env))
+                   limits=limits_from_config(env, where=task.paths.config_path), workdir=env.workdir, env=dict(env.env))

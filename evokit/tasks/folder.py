@@ -18,6 +18,8 @@ from harbor.models.task.paths import TaskPaths
 from harbor.models.task.task import Task
 from pydantic import ValidationError
 
+from evokit.sandbox.cgroup import Limits, LimitsError
+
 METADATA_KEY = "evokit"  # evokit's table inside task.toml's free-form [metadata]
 CONFIG_FILE = "task.toml"
 INSTRUCTION_FILE = "instruction.md"
@@ -82,10 +84,64 @@ def _read_config(folder: Path) -> TaskConfig:
         raise TaskFormatError(folder, CONFIG_FILE, problem) from e
 
 
+#: Cap on one instruction file (``instruction.md``, ``steps/<name>/instruction.md``): 1 MiB.
+#: Issue 11, class 9: a 100 MB instruction cost 1.1 GB of host RSS by the time it was a
+#: prompt. Terminal-Bench instructions are a few kB; 1 MiB is already past any model's
+#: context window, so a larger file is a broken or hostile task, refused before it is read.
+MAX_INSTRUCTION_BYTES = 1 << 20
+
+
+def check_instruction_files(folder: StrPath, config: TaskConfig | None = None) -> None:
+    """Refuse an instruction file that is too big, not a regular file, or a symlink.
+
+    Checked with ``lstat`` before anything reads it: a FIFO would hang the reader, and a
+    symlink (``instruction.md -> /etc/shadow``) would put a host file into the agent's prompt.
+    """
+    folder = Path(folder)
+    names = [INSTRUCTION_FILE]
+    if config is not None and config.steps:
+        names = [f"steps/{step.name}/{INSTRUCTION_FILE}" for step in config.steps]
+    elif (folder / "steps").is_dir():
+        names += [f"steps/{p.name}/{INSTRUCTION_FILE}" for p in sorted((folder / "steps").iterdir())]
+    for name in names:
+        try:
+            st = (folder / name).lstat()
+        except FileNotFoundError:
+            continue  # absent: reported (or not needed) by whoever requires it
+        if stat.S_ISLNK(st.st_mode):
+            raise TaskFormatError(folder, name, "is a symlink; an instruction must be a regular file in the "
+                                  "task folder (a link could put any host file into the prompt)")
+        if not stat.S_ISREG(st.st_mode):
+            raise TaskFormatError(folder, name, "is not a regular file (a FIFO or device would hang the reader)")
+        if st.st_size > MAX_INSTRUCTION_BYTES:
+            raise TaskFormatError(folder, name, f"is {st.st_size} bytes, over the cap of {MAX_INSTRUCTION_BYTES} "
+                                  "bytes (evokit.tasks.folder.MAX_INSTRUCTION_BYTES); shorten it")
+
+
+def open_task(path: StrPath) -> Task:
+    """Harbor's ``Task(path)`` after :func:`check_instruction_files` (which Harbor reads whole).
+
+    For code that needs a ``Task`` without :func:`load_task`'s full checks (the sandbox and
+    trial paths); errors are :class:`TaskFormatError`.
+    """
+    check_instruction_files(path)
+    return Task(Path(path))
+
+
+def _check_limits(folder: Path, config: TaskConfig) -> None:
+    """``[environment]`` cpus / memory_mb / storage_mb in range (zero, negative, absurd refused)."""
+    env = config.environment
+    try:
+        Limits(cpus=env.cpus, memory_mb=env.memory_mb, storage_mb=env.storage_mb)
+    except LimitsError as e:
+        raise TaskFormatError(folder, CONFIG_FILE, f"[environment] {e}") from None
+
+
 def load_task(path: StrPath) -> Task:
     """Load any Harbor task folder with Harbor's own model, raising ``TaskFormatError`` if bad.
 
-    Checks, in order: the folder exists; task.toml parses and validates; instruction.md exists
+    Checks, in order: the folder exists; task.toml parses and validates (and its limits are in
+    range); instruction files are regular files under the size cap; instruction.md exists
     (single-step tasks); environment/ exists unless ``[environment].docker_image`` is set (Harbor's
     ``Task`` does not check this, but no backend can start the task without it); then Harbor's
     ``Task(path)``, whose missing-test-script error is reported as the file it expects.
@@ -94,6 +150,8 @@ def load_task(path: StrPath) -> Task:
     if not folder.is_dir():
         raise TaskFormatError(folder, None, "not a directory (a Harbor task is a folder)")
     config = _read_config(folder)
+    _check_limits(folder, config)
+    check_instruction_files(folder, config)
     if not config.steps and not (folder / INSTRUCTION_FILE).is_file():
         raise TaskFormatError(folder, INSTRUCTION_FILE, "missing; it is what the agent is asked")
     if not config.environment.docker_image and not (folder / "environment").is_dir():

@@ -6,32 +6,123 @@ order (stale reward files removed, *then* ``tests/`` uploaded, only after the ag
 phase), the same reward contract (``reward.json`` wins over ``reward.txt``; finite
 numbers only; a missing file is an error, not a zero). Keeping it in-process with a
 sandbox we already hold is what makes verification fast (see ``benchmarks/``).
+
+**Trust model** (issue 11). An RL policy optimises whatever reward is easiest, so nothing the
+agent can touch may decide the reward:
+
+* *Separate verifier* (:attr:`VerifierMode.SEPARATE`, evokit's default; Harbor schema 1.4's
+  ``[verifier].environment_mode = "separate"``): the tests run in a **fresh sandbox** from the
+  task's image in which the agent never ran. Only the agent's work travels there:
+  :func:`work_paths` (the task's workdir plus the sources of Harbor's ``artifacts`` list and the
+  ``/logs/artifacts`` convention dir), copied by :func:`evokit.sandbox.transfer.copy_between`
+  with links resolved inside the agent's sandbox or refused. Trojaned tools, planted daemons,
+  dangling links into ``/tests`` and poisoned dotfiles outside those paths never reach the
+  tests.
+* *Shared verifier* (:attr:`VerifierMode.SHARED`, Harbor's default): the tests run in the
+  agent's own sandbox, after every process the agent started is killed. Faster and needed by
+  tasks whose tests read state outside any declared path, but the tests then run on the
+  agent's filesystem (its ``/usr/bin``), so a root agent can subvert them. Choose it per task
+  with ``environment_mode = "shared"`` or per call.
+
+In both modes rewards are **out of band**: the test's output goes to
+``/logs/verifier/test-stdout.txt`` (never parsed), and the reward files are read with
+:meth:`Sandbox.read_file` only after every process of the verifier phase is gone.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import math
 import shlex
+import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
+from enum import Enum
+from pathlib import Path, PurePosixPath
 
+from harbor.models.task.config import VerifierEnvironmentMode
 from harbor.models.task.task import Task
 
 from evokit.sandbox import Image, Sandbox
 from evokit.sandbox.image import _as_user
 from evokit.sandbox.process import ExecResult
 from evokit.sandbox.runtime import tar_bytes
-from evokit.sandbox.task_env import sandbox_for_task
+from evokit.sandbox.task_env import limits_from_config, sandbox_for_task
+from evokit.sandbox.transfer import copy_between
 
-REWARD_TXT = "/logs/verifier/reward.txt"
-REWARD_JSON = "/logs/verifier/reward.json"
+VERIFIER_DIR = "/logs/verifier"
+REWARD_TXT = f"{VERIFIER_DIR}/reward.txt"
+REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
+TEST_STDOUT = f"{VERIFIER_DIR}/test-stdout.txt"
+ORACLE_LOG = "/logs/agent/oracle.txt"
+ARTIFACTS_DIR = "/logs/artifacts"  # Harbor's convention dir, copied in its separate mode too
+REWARD_MAX_BYTES = 1 << 20  # a reward file larger than this is not a reward
+REASON_LINES = 5  # how many lines of a failing solve.sh go into the reason
+VERIFIER_THREAD = "evokit-verifier-start"  # name of the thread that starts a separate verifier
 
 
 class RewardError(ValueError):
     """The tests ran but left no usable reward (missing, empty, non-numeric, non-finite)."""
+
+
+class HarnessFault(RuntimeError):
+    """A failure the harness can attribute to itself (the verifier's fresh sandbox would not
+    start): a rollout that hits it is masked, never scored. Everything the agent can reach is
+    scored instead (see :mod:`evokit.rollout`)."""
+
+
+class VerifierMode(str, Enum):
+    """Where the tests run: a fresh sandbox with only the agent's work (``separate``) or the
+    agent's own sandbox (``shared``). Values are Harbor's ``environment_mode`` names."""
+
+    SEPARATE = "separate"
+    SHARED = "shared"
+
+
+def verifier_mode(task: Task, override: VerifierMode | str | None = None) -> VerifierMode:
+    """``override`` if given, else the task's ``[verifier].environment_mode``, else ``separate``.
+
+    Deviation from Harbor, stated: Harbor defaults to ``shared`` when the task says nothing;
+    evokit's own trials and rollouts default to ``separate`` because its agents are RL policies.
+    """
+    if override is not None:
+        return VerifierMode(override)
+    cfg = task.config.verifier
+    if cfg.environment is not None:
+        raise HarnessFault(
+            f"{task.paths.config_path}: [verifier.environment] (a different image for the verifier) is not "
+            "supported by the local sandbox; the separate verifier uses the task's own image")
+    if cfg.environment_mode == VerifierEnvironmentMode.SHARED:
+        return VerifierMode.SHARED
+    return VerifierMode.SEPARATE
+
+
+def work_paths(task: Task, image: Image) -> list[str]:
+    """The paths that make up the agent's work, copied into the separate verifier.
+
+    The task's workdir (``[environment].workdir``, else the image's ``WORKDIR``), the ``source``
+    of each entry of Harbor's top-level ``artifacts = [...]`` (what Harbor's own separate mode
+    carries over), and ``/logs/artifacts``. A workdir of ``/`` would carry the agent's whole
+    filesystem (its trojaned tools too), so it is refused with the way out.
+    """
+    workdir = task.config.environment.workdir or image.workdir or "/"
+    paths = [workdir, *(a if isinstance(a, str) else a.source for a in task.config.artifacts), ARTIFACTS_DIR]
+    out: list[str] = []
+    for p in paths:
+        pp = PurePosixPath(p)
+        if not pp.is_absolute():
+            raise HarnessFault(f"{task.paths.config_path}: artifact path {p!r} must be absolute")
+        norm = str(PurePosixPath("/", *[part for part in pp.parts[1:] if part not in (".", "")]))
+        if norm == "/" or ".." in pp.parts:
+            raise HarnessFault(
+                f"{task.paths.config_path}: the separate verifier cannot copy {p!r} (the agent's whole "
+                "filesystem, or a path with '..'): set [environment].workdir, list the outputs in "
+                "`artifacts = [...]`, or set [verifier].environment_mode = \"shared\"")
+        if norm.startswith(("/tests", VERIFIER_DIR, "/solution")):
+            raise HarnessFault(f"{task.paths.config_path}: {p!r} is a harness path; it cannot be agent work")
+        if norm not in out:
+            out.append(norm)
+    return out
 
 
 @dataclass
@@ -43,6 +134,7 @@ class TrialRun:
     error: str | None = None
     agent: ExecResult | None = None
     tests: ExecResult | None = None
+    mode: str = VerifierMode.SEPARATE.value
     timings: dict[str, float] = field(default_factory=dict)
 
     def reward(self, key: str | None = None) -> float | None:
@@ -54,10 +146,18 @@ class TrialRun:
         return self.rewards.get("reward", min(self.rewards.values()))
 
 
+def _decode(name: str, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as e:
+        raise RewardError(f"{name} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
 def parse_rewards(files: dict[str, bytes]) -> dict[str, float]:
-    """Harbor's reward contract on the downloaded verifier dir (``{name: bytes}``)."""
+    """Harbor's reward contract on the verifier dir's reward files (``{name: bytes}``), strictly:
+    UTF-8 only, finite numbers only, booleans and strings refused."""
     if "reward.json" in files:
-        raw = files["reward.json"]
+        raw = _decode("reward.json", files["reward.json"])
         if not raw.strip():
             raise RewardError("reward.json is empty")
         try:
@@ -65,12 +165,14 @@ def parse_rewards(files: dict[str, bytes]) -> dict[str, float]:
         except ValueError as e:
             raise RewardError(f"reward.json is not JSON: {e}") from e
         values = value if isinstance(value, dict) else {"reward": value}
+        if not values:
+            raise RewardError("reward.json is an empty object")
         for k, v in values.items():
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise RewardError(f"reward.json: {k}={v!r} is not a finite number")
         return {k: float(v) for k, v in values.items()}
     if "reward.txt" in files:
-        raw = files["reward.txt"].strip()
+        raw = _decode("reward.txt", files["reward.txt"]).strip()
         if not raw:
             raise RewardError("reward.txt is empty")
         try:
@@ -83,88 +185,231 @@ def parse_rewards(files: dict[str, bytes]) -> dict[str, float]:
     raise RewardError("the tests wrote no reward file (/logs/verifier/reward.txt or reward.json)")
 
 
-def _stage_and_run(sandbox: Sandbox, src: Path, target: str, script: str, *, pre: str = "",
-                   post: str = "", user: str | int | None, env: dict, timeout_sec: float | None) -> ExecResult:
-    """Upload ``src`` to ``target`` and run ``target/script`` in *one* exec.
+def _stage_and_run(sandbox: Sandbox, src: Path, target: str, script: str, log: str, *, pre: str = "",
+                   user: str | int | None, env: dict, timeout_sec: float | None) -> ExecResult:
+    """Upload ``src`` to ``target`` and run ``target/script`` in *one* exec, output to ``log``.
 
     Staging (as root) and running (as ``user``) share a shell, which halves the number of
-    sandbox round trips of a trial; ``post`` runs as root after the script, whatever its
-    exit status, and the script's status is the exec's status.
+    sandbox round trips of a trial. The script's stdout and stderr go to the file ``log`` in the
+    sandbox (Harbor's convention), never to the exec's stdout: nothing a script prints is ever
+    parsed. The exit status of the exec is the script's. A ``src`` that is itself a symlink is
+    refused (issue 11, 12a): a ``tests -> /etc`` link would upload the host's ``/etc``.
     """
-    runner = shlex.join(_as_user(["sh", "-c", f"{target}/{script} > \"$0\" 2>&1", "$LOG"],
+    if src.is_symlink() or not src.is_dir():
+        raise FileNotFoundError(f"{src} is {'a symlink' if src.is_symlink() else 'not a directory'}; "
+                                f"the task's {src.name}/ must be a real folder")
+    runner = shlex.join(_as_user(["sh", "-c", 'exec "$1" > "$2" 2>&1', "sh", f"{target}/{script}", log],
                                  None if user is None else str(user)))
-    cmd = (f"{pre} mkdir -p {target} && tar -x -f - -C {target} --no-same-owner && "
-           f"chmod +x {target}/{script} && {runner}; rc=$?; {post} exit $rc")
+    cmd = (f"{pre} mkdir -p {target} {shlex.quote(str(PurePosixPath(log).parent))} && "
+           f"tar -x -f - -C {target} --no-same-owner && chmod +x {target}/{script} && "
+           f": > {shlex.quote(log)} && chmod 666 {shlex.quote(log)} && exec {runner}")
     return sandbox.exec(["sh", "-c", cmd], stdin=tar_bytes(src), user="root", env=env, timeout_sec=timeout_sec)
 
 
 def run_solution(sandbox: Sandbox, task: Task) -> ExecResult:
-    """The oracle agent: upload ``solution/`` to /solution and run ``solve.sh`` (Harbor's way)."""
-    env = {"DEBIAN_FRONTEND": "noninteractive", **task.config.solution.env, "LOG": "/logs/agent/oracle.txt"}
-    return _stage_and_run(sandbox, task.paths.solution_dir, "/solution", "solve.sh",
+    """The oracle agent: upload ``solution/`` to /solution and run ``solve.sh`` (Harbor's way);
+    its output is kept in ``/logs/agent/oracle.txt``."""
+    env = {"DEBIAN_FRONTEND": "noninteractive", **task.config.solution.env}
+    return _stage_and_run(sandbox, task.paths.solution_dir, "/solution", "solve.sh", ORACLE_LOG,
                           user=task.config.agent.user, env=env, timeout_sec=task.config.agent.timeout_sec)
 
 
-_FILE_MARK = "@@evokit-reward-file "
+def solution_failure(sandbox: Sandbox, res: ExecResult) -> str:
+    """``solve.sh exited 1: <its first lines>`` for a failing oracle (the reason a verdict shows)."""
+    try:
+        out = sandbox.read_file(ORACLE_LOG, max_bytes=64 << 10).decode(errors="replace")
+    except Exception:  # noqa: BLE001 - the reason is best effort; the exit status alone still says it
+        out = res.stderr
+    lines = [ln for ln in out.splitlines() if ln.strip()][:REASON_LINES]
+    return f"solve.sh exited {res.return_code}" + (": " + " | ".join(lines) if lines else "")
+
+
+def read_rewards(sandbox: Sandbox) -> dict[str, float]:
+    """The reward files of a finished verifier phase, read out of band and parsed strictly.
+
+    Call it only once the phase's processes are gone (:meth:`Sandbox.kill_commands`): then
+    nothing can rewrite the files between the tests' end and this read.
+    """
+    files: dict[str, bytes] = {}
+    for path in (REWARD_JSON, REWARD_TXT):
+        try:
+            files[PurePosixPath(path).name] = sandbox.read_file(path, max_bytes=REWARD_MAX_BYTES)
+            break  # reward.json wins: reward.txt need not be read
+        except FileNotFoundError:
+            continue
+        except Exception as e:  # noqa: BLE001 - too large, unreadable: the tests left no usable reward
+            raise RewardError(f"{path} could not be read: {e}") from None
+    return parse_rewards(files)
 
 
 def run_tests(sandbox: Sandbox, task: Task) -> tuple[ExecResult, dict[str, float] | None, str | None]:
-    """Verifier phase: end the agent's processes, clear stale rewards, upload ``tests/``, run, read the reward.
+    """Verifier phase in ``sandbox``: end every command's processes, clear ``/logs/verifier``,
+    upload ``tests/``, run ``test.sh``, end its processes, read the reward.
 
-    Killing every process the agent phase started comes first: a daemon left behind could
-    otherwise rewrite the reward file while (or after) the tests run.
+    Killing every process first matters in the shared mode: a daemon the agent left behind
+    could otherwise rewrite the reward file while (or after) the tests run. The verifier dir is
+    emptied (not just the two reward files), so a directory or link planted at
+    ``reward.txt`` cannot stop the tests from writing it.
     """
     sandbox.kill_commands()
-    collect = "".join(f'[ -f {p} ] && echo "{_FILE_MARK}{Path(p).name}" && base64 {p}; '
-                      for p in (REWARD_JSON, REWARD_TXT))
-    res = _stage_and_run(sandbox, task.paths.tests_dir, "/tests", "test.sh",
-                         pre=f"rm -f {REWARD_TXT} {REWARD_JSON} &&", post=collect,
-                         user=task.config.verifier.user,
-                         env={**task.config.verifier.env, "LOG": "/logs/verifier/test-stdout.txt"},
+    res = _stage_and_run(sandbox, task.paths.tests_dir, "/tests", "test.sh", TEST_STDOUT,
+                         pre=f"rm -rf {VERIFIER_DIR} && mkdir -p -m 777 {VERIFIER_DIR} && rm -rf /tests &&",
+                         user=task.config.verifier.user, env=dict(task.config.verifier.env),
                          timeout_sec=task.config.verifier.timeout_sec)
+    sandbox.kill_commands()
     if res.timed_out:
         return res, None, f"tests timed out after {task.config.verifier.timeout_sec:.0f}s"
-    files: dict[str, bytes] = {}
-    for chunk in res.stdout.split(_FILE_MARK)[1:]:
-        name, _, body = chunk.partition("\n")
-        files[name.strip()] = base64.b64decode("".join(body.split()))
     try:
-        return res, parse_rewards(files), None
+        return res, read_rewards(sandbox), None
     except RewardError as e:
         return res, None, str(e)
 
 
-def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path | None = None) -> TrialRun:
-    """A fresh sandbox, the solution if ``kind == "oracle"`` (nothing for ``"null"``), then the tests."""
-    run = TrialRun(kind=kind)
-    t0 = time.monotonic()
+def start_verifier(task: Task, image: Image) -> Sandbox:
+    """A started fresh sandbox for the separate verifier; :class:`HarnessFault` if it will not start."""
     sandbox = sandbox_for_task(task, image=image)
     try:
-        sandbox.start()
+        return sandbox.start()
+    except Exception as e:
+        sandbox.stop()
+        raise HarnessFault(f"the verifier's sandbox failed to start: {type(e).__name__}: {e}") from e
+
+
+class VerifierStarter:
+    """Start the separate verifier's sandbox in a thread while the agent works, so the separate
+    mode costs little more wall time than the shared one (issue 11's speed target).
+    ``get()`` returns it started or raises :class:`HarnessFault`; ``stop()`` always cleans up.
+
+    The thread lives until ``stop()``: a sandbox's init dies with the *thread* that started it
+    (``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which follows the forking thread), so it
+    must not be a thread that ends once the sandbox is up.
+    """
+
+    def __init__(self, task: Task, image: Image):
+        self._sandbox: Sandbox | None = None
+        self._error: BaseException | None = None
+        self._ready, self._done = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(task, image), daemon=True,
+                                        name=VERIFIER_THREAD)
+        self._thread.start()
+
+    def _run(self, task: Task, image: Image) -> None:
+        try:
+            self._sandbox = start_verifier(task, image)
+        except BaseException as e:  # noqa: BLE001 - handed to get()
+            self._error = e
+        finally:
+            self._ready.set()
+        self._done.wait()
+        if self._sandbox is not None:
+            self._sandbox.stop()
+
+    def get(self) -> Sandbox:
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self._sandbox
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def verify_work(agent: Sandbox, task: Task, image: Image, *, mode: VerifierMode | str | None = None,
+                verifier: Sandbox | None = None) -> tuple[ExecResult | None, dict[str, float] | None, str | None]:
+    """Score the agent's work in ``agent`` after its phase: ``(tests, rewards, error)``.
+
+    Separate mode: the agent's processes are killed, :func:`work_paths` are copied into
+    ``verifier`` (a started fresh sandbox, e.g. from :class:`VerifierStarter`; one is started
+    here if None) and the tests run there. Shared mode: the tests run in ``agent``. An agent
+    whose sandbox is gone (it killed its anchor process, the OOM killer took it), or whose work
+    cannot be copied (too large, a link out of its sandbox), gets no reward and the reason; only
+    a verifier that will not start raises (:class:`HarnessFault`).
+    """
+    mode = verifier_mode(task, mode)
+    if not agent.running:
+        return None, None, "the agent's sandbox is gone (its processes were killed or it ran out of memory)"
+    if mode == VerifierMode.SHARED:
+        return run_tests(agent, task)
+    paths = work_paths(task, image)
+    own = verifier is None
+    verifier = start_verifier(task, image) if own else verifier
+    try:
+        agent.kill_commands()
+        cap = (limits_from_config(task.config.environment).storage_mb or 2048) << 20
+        try:
+            copy_between(agent, verifier, paths, max_bytes=cap)
+        except Exception as e:  # noqa: BLE001 - the agent's work could not be carried over: its failure
+            if not verifier.running:
+                raise HarnessFault(f"the verifier's sandbox died during the copy: {e}") from e
+            return None, None, f"the agent's work could not be copied to the verifier: {type(e).__name__}: {e}"
+        return run_tests(verifier, task)
+    finally:
+        if own:
+            verifier.stop()
+
+
+def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path | None = None,
+              mode: VerifierMode | str | None = None) -> TrialRun:
+    """A fresh sandbox, the solution if ``kind == "oracle"`` (nothing for ``"null"``), then the tests.
+
+    In the separate mode the null trial needs one sandbox only: an agent that does nothing
+    leaves a sandbox identical to a fresh one, so its tests run in the sandbox it got.
+    """
+    run = TrialRun(kind=kind)
+    t0 = time.monotonic()
+    agent = verifier = starter = None
+    try:
+        run.mode = verifier_mode(task, mode).value
+        separate = run.mode == VerifierMode.SEPARATE.value and kind == "oracle"
+        starter = VerifierStarter(task, image) if separate else None
+        agent = sandbox_for_task(task, image=image)
+        agent.start()
         run.timings["start"] = time.monotonic() - t0
         if kind == "oracle":
             t = time.monotonic()
-            run.agent = run_solution(sandbox, task)
+            run.agent = run_solution(agent, task)
             run.timings["agent"] = time.monotonic() - t
             if run.agent.timed_out:
                 run.error = f"solution timed out after {task.config.agent.timeout_sec:.0f}s"
+            elif run.agent.return_code != 0:
+                run.error = solution_failure(agent, run.agent)
         t = time.monotonic()
-        run.tests, run.rewards, err = run_tests(sandbox, task)
+        if separate:
+            verifier = starter.get()
+            run.tests, run.rewards, err = verify_work(agent, task, image, mode=VerifierMode.SEPARATE,
+                                                      verifier=verifier)
+        else:
+            run.tests, run.rewards, err = run_tests(agent, task)
         run.error = run.error or err
         run.timings["tests"] = time.monotonic() - t
         if log_dir is not None:
-            _keep_logs(sandbox, log_dir)
+            _keep_logs(agent, verifier or agent, log_dir, run)
     except Exception as e:  # a broken sandbox is a failed trial with its reason, never a crash
         run.error = f"{type(e).__name__}: {e}"
     finally:
-        sandbox.stop()
+        if agent is not None:
+            agent.stop()
+        if starter is not None:
+            starter.stop()
     run.timings["total"] = time.monotonic() - t0
     return run
 
 
-def _keep_logs(sandbox: Sandbox, log_dir: Path) -> None:
+def _keep_logs(agent: Sandbox, verifier: Sandbox, log_dir: Path, run: TrialRun) -> None:
+    """``agent/`` and ``artifacts/`` from the agent's sandbox, ``verifier/`` from the verifier's, and
+    ``trial.json`` (exit statuses, reason, mode) written by the host."""
     log_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        sandbox.download_dir("/logs", log_dir, max_bytes=64 << 20)
-    except Exception as e:  # logs are best effort: a missing log never fails a verdict
-        (log_dir / "download-error.txt").write_text(str(e))
+    status = {"kind": run.kind, "mode": run.mode, "rewards": run.rewards, "error": run.error,
+              "solution_exit": None if run.agent is None else run.agent.return_code,
+              "solution_timed_out": None if run.agent is None else run.agent.timed_out,
+              "tests_exit": None if run.tests is None else run.tests.return_code,
+              "tests_timed_out": None if run.tests is None else run.tests.timed_out}
+    (log_dir / "trial.json").write_text(json.dumps(status, indent=2))
+    for sandbox, src in ((agent, "/logs/agent"), (agent, ARTIFACTS_DIR), (verifier, VERIFIER_DIR)):
+        try:
+            if sandbox.running:
+                sandbox.download_dir(src, log_dir / PurePosixPath(src).name, max_bytes=64 << 20)
+        except Exception as e:  # noqa: BLE001 - logs are best effort: a missing log never fails a verdict
+            with open(log_dir / "download-error.txt", "a") as f:
+                f.write(f"{src}: {e}\n")

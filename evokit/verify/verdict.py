@@ -39,6 +39,9 @@ class VerifyConfig:
     rubric: Rubric = DEFAULT_RUBRIC
     log_root: Path | None = None  # keep each trial's /logs here; None: keep nothing
     parallel: bool = True  # run the oracle/null trials concurrently
+    #: where the tests run: None = the task's [verifier].environment_mode, else evokit's default
+    #: "separate" (a fresh sandbox with only the agent's work); "shared" = the agent's sandbox
+    verifier_mode: str | None = None
 
 
 @dataclass
@@ -105,7 +108,8 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
     kinds = ["oracle"] * max(config.determinism_runs, 1) + ["null"]
     jobs = [(k, None if log_dir is None else log_dir / f"{k}-{i}") for i, k in enumerate(kinds)]
     with ThreadPoolExecutor(max_workers=len(jobs) if config.parallel else 1) as pool:
-        runs = list(pool.map(lambda j: run_trial(task, image, kind=j[0], log_dir=j[1]), jobs))
+        runs = list(pool.map(lambda j: run_trial(task, image, kind=j[0], log_dir=j[1],
+                                                      mode=config.verifier_mode), jobs))
     ctx.oracle_runs, ctx.null_run = runs[:-1], runs[-1]
     verdict.rewards = {"oracle": [r.rewards for r in ctx.oracle_runs], "null": [ctx.null_run.rewards]}
 

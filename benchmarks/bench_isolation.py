@@ -1,0 +1,145 @@
+"""What the isolation layers of issue 11 cost: seccomp filter + /proc masks, own network namespace,
+slirp4netns. Ratios against baselines measured in the same run, interleaved round by round so that
+load from other processes hits every variant alike.
+
+Variants (the "before" ones rebuild the old command lines by editing this process's argv
+builders, never by a switch in the library):
+
+* ``exec``: ``true`` in a started no-network sandbox, with the filter (today) and without it
+  (before), against a raw ``bwrap ... true`` (issue 11's target: exec ≤ 1× raw bwrap);
+* ``start``: start + stop of a no-network sandbox with / without the filter; of a public one
+  with its own namespace + slirp4netns (today) and in the host's namespace, no filter (before);
+* ``exec public``: ``true`` in a started public sandbox (today: enters the slirp namespace).
+
+Usage: ``python benchmarks/bench_isolation.py [--n 30] [--task examples/tasks/pipes-top-ips]``.
+Prints a table and writes ``results/bench/isolation.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+os.environ.setdefault("HARBOR_TELEMETRY", "0")
+
+from evokit.sandbox import Sandbox, runtime  # noqa: E402
+from evokit.sandbox.bwrap import MASKED_PROC  # noqa: E402
+from evokit.sandbox.task_env import image_for_task  # noqa: E402
+from evokit.tasks import load_task  # noqa: E402
+
+
+def _strip(argv: list[str], *, seccomp: bool, netns: bool) -> list[str]:
+    out, i = [], 0
+    masked = list(MASKED_PROC)
+    while i < len(argv):
+        if not seccomp and argv[i] == "--seccomp":
+            i += 2
+            continue
+        if not seccomp and argv[i:i + len(masked)] == masked:
+            i += len(masked)
+            continue
+        if not netns and argv[i] == "--unshare-net":
+            i += 1
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
+
+
+@contextlib.contextmanager
+def before(*, netns: bool = True):
+    """The argv builders as they were before issue 11: no filter, no masks (and host netns)."""
+    orig_base, orig_overlay = runtime.bwrap_base, runtime.overlay_argv
+    runtime.bwrap_base = lambda **kw: _strip(orig_base(**kw), seccomp=False, netns=True)
+    runtime.overlay_argv = lambda **kw: orig_overlay(**{**kw, "inner": _strip(list(kw["inner"]), seccomp=False,
+                                                                               netns=netns)})
+    outbound = runtime.netns.Outbound
+    if not netns:
+        class NoSlirp:  # the host's namespace needs no slirp
+            pid = -1
+
+            def __init__(self, *a, **k):
+                pass
+
+            def close(self):
+                pass
+
+        runtime.netns.Outbound = NoSlirp
+    try:
+        yield
+    finally:
+        runtime.bwrap_base, runtime.overlay_argv, runtime.netns.Outbound = orig_base, orig_overlay, outbound
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=30)
+    ap.add_argument("--task", type=Path, default=Path("examples/tasks/pipes-top-ips"))
+    ap.add_argument("--out", type=Path, default=Path("results/bench/isolation.json"))
+    args = ap.parse_args()
+    image = image_for_task(load_task(args.task))
+    base_rootfs = str(image.root / image.lowerdirs[-1])
+    raw = ["bwrap", "--ro-bind", base_rootfs, "/", "--dev", "/dev", "--proc", "/proc",
+           "--unshare-all", "--die-with-parent", "true"]
+    xs: dict[str, list[float]] = {k: [] for k in (
+        "bwrap_direct", "exec", "exec_before", "exec_public", "start_nonet", "start_nonet_before",
+        "start_public", "start_public_before")}
+
+    def timed(key, fn):
+        t = time.perf_counter()
+        fn()
+        xs[key].append(time.perf_counter() - t)
+
+    def start_stop(**kw):
+        Sandbox(image, **kw).start().stop()
+
+    now, old, pub = Sandbox(image).start(), None, Sandbox(image, network=True).start()
+    with before():
+        old = Sandbox(image).start()
+    try:
+        for r in range(args.n + 1):  # round 0 is a warm-up
+            for _ in range(3):
+                timed("bwrap_direct", lambda: subprocess.run(raw, check=True))
+                timed("exec", lambda: now.exec(["true"]))
+                with before():
+                    timed("exec_before", lambda: old.exec(["true"]))
+                timed("exec_public", lambda: pub.exec(["true"]))
+            timed("start_nonet", lambda: start_stop())
+            with before():
+                timed("start_nonet_before", lambda: start_stop())
+            timed("start_public", lambda: start_stop(network=True))
+            with before(netns=False):
+                timed("start_public_before", lambda: start_stop(network=True))
+            if r == 0:
+                for v in xs.values():
+                    v.clear()
+    finally:
+        for s in (now, old, pub):
+            s.stop()
+    ms = {k: statistics.median(v) * 1000 for k, v in xs.items()}
+    rows = {
+        "exec_vs_bwrap": {"bwrap_direct_ms": ms["bwrap_direct"], "exec_ms": ms["exec"],
+                          "ratio": ms["exec"] / ms["bwrap_direct"], "target": "<= 1"},
+        "exec_filter_cost": {"exec_ms": ms["exec"], "exec_before_ms": ms["exec_before"],
+                             "ratio": ms["exec"] / ms["exec_before"]},
+        "exec_public": {"exec_public_ms": ms["exec_public"], "ratio_vs_bwrap": ms["exec_public"] / ms["bwrap_direct"]},
+        "start_nonet": {"start_stop_ms": ms["start_nonet"], "before_ms": ms["start_nonet_before"],
+                        "ratio": ms["start_nonet"] / ms["start_nonet_before"]},
+        "start_public": {"start_stop_ms": ms["start_public"], "before_ms": ms["start_public_before"],
+                         "ratio": ms["start_public"] / ms["start_public_before"]},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=2))
+    for name, row in rows.items():
+        print(f"{name:18s} " + "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                          for k, v in row.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,532 @@
+"""evokit's sandbox API over the Docker Engine API (the ``docker`` SDK), for machines without bwrap.
+
+The local sandbox (:class:`evokit.sandbox.runtime.Sandbox`) needs root and bubblewrap on Linux.
+A user on macOS with Docker Desktop, or without root, selects this backend instead with
+``EVOKIT_SANDBOX=docker`` (read in one place, :func:`evokit.sandbox.task_env.sandbox_backend`),
+and ``evokit verify`` / ``evolve`` / ``train`` run their trials in Docker containers. The design
+(``/work/shared/design.md``) names the ``docker`` package for this.
+
+Same interface as :class:`~evokit.sandbox.runtime.Sandbox`: ``start``, ``exec`` (argv or bash
+string, ``stdin``, ``user``, ``cwd``, ``env``, ``timeout_sec``, capped output), ``kill_commands``,
+``upload_file`` / ``upload_dir`` / ``write_file``, ``read_file`` / ``download_file`` /
+``download_dir``, ``stop``.
+
+Isolation promises of the local sandbox (issue 11) and how this backend keeps them:
+
+* **network**: ``no-network`` tasks get ``network_mode=none`` (only a loopback); ``public``
+  tasks the default bridge; ``allowlist`` is refused (as in the local sandbox).
+* **limits**: ``memory_mb`` (RAM, and RAM+swap, so no swap), ``cpus`` (CFS quota), a pids
+  limit against fork bombs. **Gap:** ``storage_mb`` is not enforced — Docker's ``size``
+  storage option works only on overlay2 over xfs with project quotas, which Docker Desktop
+  and ordinary ext4 hosts lack; the container's writes go to the daemon's disk.
+* **capabilities**: Docker's default set (the same list as the local sandbox's execs) and
+  ``no-new-privileges`` (bwrap always sets ``PR_SET_NO_NEW_PRIVS``). **Gap:** Docker's
+  seccomp profile applies here, and the local sandbox has none: this backend is *stricter*.
+* **kill before the verifier**: :meth:`kill_commands` kills the container's pid 1
+  (``docker-init``) with SIGKILL, which ends every process of the container's pid namespace,
+  and starts the container again on the same writable layer. Nothing the agent runs inside
+  can survive or veto it (no in-container binary takes part), unlike an in-container ``kill``.
+* **no host-side extraction of agent archives**: ``get_archive`` returns a tar stream the agent
+  shaped (links, names). :meth:`read_file` only reads one regular member's bytes in memory;
+  :meth:`download_dir` unpacks in a throwaway *helper container* of the task's pristine image
+  (no network, no capabilities but the few ``tar`` needs, read-only root) whose only host
+  path is the target dir; inside it, links that lead out of the target and set-id bits are
+  removed before the helper exits. Python's ``tarfile`` never extracts it on the host.
+* **teardown**: pid 1 is ``docker-init`` (Docker's ``--init``), and containers are removed
+  with SIGKILL: no 10 s wait for ``sleep infinity`` to ignore SIGTERM.
+
+Other gaps, stated: the daemon is root on the host (a container escape is a daemon bug, not
+ours to close); timed-out commands are killed by host pid only when the daemon is local
+(on Docker Desktop the timed-out process runs on until :meth:`kill_commands`/:meth:`stop`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shlex
+import socket
+import struct
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from evokit.sandbox.cgroup import Limits
+from evokit.sandbox.docker_engine import LABEL, client, ensure_debian_base
+from evokit.sandbox.image import ImageBuildError, debian_suite
+from evokit.sandbox.process import TIMEOUT_EXIT_CODE, ExecResult
+from evokit.sandbox.runtime import LOG_DIRS, SandboxError, tar_bytes
+
+_FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.IGNORECASE | re.MULTILINE)
+#: The task image's tar, sh and find unpack downloads in the helper container; tar as root
+#: needs these to create files and dirs it does not own (nothing else: no chown, no setid).
+_HELPER_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER"]
+_UNPACK = r"""
+tar -x -f - -C /out --no-same-owner --no-same-permissions || echo "evokit: some members were not unpacked" >&2
+find /out -perm /6000 -exec chmod ug-s {} +
+find /out -type l -exec sh -c '
+  for l in "$@"; do
+    case "$(readlink -- "$l")" in /*) rm -f -- "$l"; continue ;; esac
+    case "$(realpath -m -- "$l")" in /out/*) ;; *) rm -f -- "$l" ;; esac
+  done' sh {} +
+"""
+
+
+@dataclass(frozen=True)
+class DockerImage:
+    """A task image in the daemon: its tag and the config that ``exec`` needs by default."""
+
+    tag: str
+    workdir: str = "/"
+    env: dict[str, str] = field(default_factory=dict)
+    user: str | None = None
+
+
+def _context_key(env_dir: Path) -> str:
+    """Content hash of the build context (names, modes, bytes): same context → same tag."""
+    h = hashlib.sha256()
+    for p in sorted(env_dir.rglob("*")):
+        rel = p.relative_to(env_dir).as_posix()
+        if p.is_symlink():
+            h.update(f"L {rel} {os.readlink(p)}\0".encode())
+        elif p.is_file():
+            h.update(f"F {rel} {p.stat().st_mode & 0o7777:o}\0".encode())
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+        elif p.is_dir():
+            h.update(f"D {rel}\0".encode())
+    return h.hexdigest()[:20]
+
+
+def build_docker_image(env_dir: str | Path, *, log: Callable[[str], None] = lambda s: None,
+                       docker_client=None) -> DockerImage:
+    """Build ``env_dir/Dockerfile`` with the daemon (cached by content), return its config.
+
+    ``FROM debian:*`` bases missing from the daemon are imported from the mmdebstrap rootfs
+    when this machine can make one (offline machines); any other base is pulled by the daemon.
+    """
+    import docker
+
+    env_dir = Path(env_dir)
+    dockerfile = env_dir / "Dockerfile"
+    if not dockerfile.is_file():
+        raise ImageBuildError(f"{dockerfile} not found: the Docker backend builds a task's environment/Dockerfile")
+    c = docker_client or client()
+    for ref in _FROM.findall(dockerfile.read_text()):
+        if ref.split("/")[-1].startswith("debian:") or ref.startswith("debian@"):
+            try:
+                c.images.get(ref)
+            except docker.errors.ImageNotFound:
+                suite = debian_suite(ref, str(dockerfile))
+                if _can_make_base():
+                    ensure_debian_base(c, suite, log)
+    tag = f"evokit-task:{_context_key(env_dir)}"
+    try:
+        image = c.images.get(tag)
+    except docker.errors.ImageNotFound:
+        log(f"docker build {env_dir} -> {tag}")
+        try:
+            image, _ = c.images.build(path=str(env_dir), tag=tag, rm=True, forcerm=True,
+                                      labels={LABEL: "task-image"})
+        except docker.errors.BuildError as e:
+            lines = [str(chunk.get("stream") or chunk.get("error") or "").rstrip() for chunk in e.build_log]
+            tail = "\n".join(line for line in lines if line)[-3000:]
+            raise ImageBuildError(f"docker build of {dockerfile} failed: {e.msg}\n{tail}") from None
+        except docker.errors.APIError as e:
+            raise ImageBuildError(f"docker build of {dockerfile} failed: {e.explanation or e}") from None
+    return _image_config(tag, image)
+
+
+def prebuilt_docker_image(ref: str, *, log: Callable[[str], None] = lambda s: None,
+                          docker_client=None) -> DockerImage:
+    """``[environment].docker_image``: the daemon's copy of ``ref``, pulled if it has none."""
+    import docker
+
+    c = docker_client or client()
+    try:
+        image = c.images.get(ref)
+    except docker.errors.ImageNotFound:
+        log(f"docker pull {ref}")
+        try:
+            image = c.images.pull(ref)
+        except docker.errors.APIError as e:
+            raise ImageBuildError(f"docker pull {ref} failed: {e.explanation or e}") from None
+    return _image_config(ref, image)
+
+
+def _image_config(tag: str, image) -> DockerImage:
+    cfg = image.attrs.get("Config") or {}
+    env = dict(item.split("=", 1) for item in cfg.get("Env") or [] if "=" in item)
+    return DockerImage(tag=tag, workdir=cfg.get("WorkingDir") or "/", env=env, user=cfg.get("User") or None)
+
+
+def _can_make_base() -> bool:
+    import shutil
+
+    return os.geteuid() == 0 and shutil.which("mmdebstrap") is not None
+
+
+class _Capped:
+    """A head and a tail of at most ``cap // 2`` bytes each (the local sandbox's output rule)."""
+
+    def __init__(self, cap: int):
+        self.half, self.head, self.tail, self.dropped = max(cap // 2, 1), bytearray(), bytearray(), 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                self.dropped += len(self.tail) - self.half
+                del self.tail[: len(self.tail) - self.half]
+
+    def raw(self) -> bytes:
+        marker = f"\n[... {self.dropped} bytes truncated by evokit ...]\n".encode() if self.dropped else b""
+        return bytes(self.head + marker + self.tail)
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes | None:
+    buf = bytearray()
+    while len(buf) < n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            sock.settimeout(min(left, 1.0))
+        try:
+            chunk = sock.recv(n - len(buf))
+        except TimeoutError:
+            continue
+        if not chunk:
+            return None if not buf else bytes(buf)
+        buf += chunk
+    return bytes(buf)
+
+
+class DockerSandbox:
+    """One container over a :class:`DockerImage`, with :class:`~evokit.sandbox.runtime.Sandbox`'s API.
+
+    Args are the local sandbox's: ``network`` (public) or not, ``limits``, default ``workdir``
+    and extra ``env``. ``docker_client`` defaults to one from the environment (``DOCKER_HOST``).
+    """
+
+    def __init__(self, image: DockerImage, *, network: bool = False, limits: Limits = Limits(),
+                 workdir: str | None = None, env: dict[str, str] | None = None, docker_client=None):
+        self.image, self.network, self.limits = image, network, limits
+        self.workdir = workdir or image.workdir or "/"
+        self.env = {**image.env, **(env or {})}
+        self.id = uuid.uuid4().hex[:12]
+        self._client = docker_client
+        self._container = None
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
+    @property
+    def _api(self):
+        if self._client is None:
+            self._client = client()
+        return self._client.api
+
+    def start(self) -> DockerSandbox:
+        import docker
+
+        lim = self.limits
+        kwargs = dict(
+            image=self.image.tag, entrypoint=["sleep", "infinity"], command=[], init=True, detach=True,
+            hostname="sandbox", network_mode="bridge" if self.network else "none",
+            security_opt=["no-new-privileges"], labels={LABEL: "sandbox", f"{LABEL}.id": self.id},
+            name=f"evokit-{self.id}", environment=self.env, user="root",
+        )
+        if lim.memory_mb:
+            kwargs.update(mem_limit=f"{lim.memory_mb}m", memswap_limit=f"{lim.memory_mb}m")
+        if lim.cpus:
+            kwargs["nano_cpus"] = int(lim.cpus * 1e9)
+        if lim.pids:
+            kwargs["pids_limit"] = lim.pids
+        self._api  # noqa: B018 (connects, raising EngineUnavailableError with advice)
+        try:
+            self._container = self._client.containers.create(**kwargs)
+            self._container.start()
+        except docker.errors.APIError as e:
+            self.stop()
+            raise SandboxError(f"docker container failed to start: {e.explanation or e}") from None
+        setup = ("mkdir -p " + " ".join([*LOG_DIRS, shlex.quote(self.workdir)]) + " && chmod 777 "
+                 + " ".join(LOG_DIRS))
+        res = self.exec(["sh", "-c", setup], user="root", cwd="/", timeout_sec=60)
+        if not res.ok:
+            try:
+                state = self._api.inspect_container(self._container.id)["State"]
+                logs = self._api.logs(self._container.id).decode(errors="replace").strip()
+            except Exception:
+                state, logs = {}, ""
+            self.stop()
+            raise SandboxError(f"sandbox setup failed in {self.image.tag} (exit {res.return_code}): "
+                               f"{res.stderr.strip() or res.stdout.strip()} {logs[-500:]} "
+                               f"[container {state.get('Status')}, exit {state.get('ExitCode')}]")
+        return self
+
+    @property
+    def running(self) -> bool:
+        if self._container is None:
+            return False
+        try:
+            return self._api.inspect_container(self._container.id)["State"]["Running"]
+        except Exception:
+            return False
+
+    def kill_commands(self) -> int:
+        """End every process in the container (SIGKILL to its pid 1), then start it again.
+
+        The writable layer (the agent's files) stays; every process, daemons included, is gone,
+        and no binary inside the container takes part. Returns how many processes it ended.
+        """
+        if self._container is None:
+            raise SandboxError("kill_commands on a sandbox that is not running")
+        try:
+            n = max(len(self._api.top(self._container.id).get("Processes") or []) - 2, 0)
+        except Exception:
+            n = 0
+        self._api.kill(self._container.id, signal="SIGKILL")
+        self._api.wait(self._container.id, timeout=60)
+        self._api.start(self._container.id)
+        return n
+
+    def stop(self) -> None:
+        """Remove the container with SIGKILL (idempotent)."""
+        with self._lock:
+            if self._container is not None:
+                try:
+                    self._api.remove_container(self._container.id, force=True, v=True)
+                except Exception:
+                    pass
+                self._container = None
+
+    def __enter__(self) -> DockerSandbox:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------------- commands
+    def exec(self, command: str | list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
+             timeout_sec: float | None = None, user: str | int | None = None, stdin: bytes | None = None,
+             max_output_bytes: int = 4 * 1024 * 1024, keep_bytes: bool = False) -> ExecResult:
+        """Run ``command`` (bash string or argv) in the container; never raises on failure."""
+        if self._container is None:
+            raise SandboxError("exec on a sandbox that is not running (start() it, or it was stopped)")
+        argv = command if isinstance(command, list) else ["bash", "-c", command]
+        user = self.image.user if user is None else str(user)
+        merged = {**self.env, **(env or {})}
+        merged.setdefault("HOME", "/root")
+        t0 = time.monotonic()
+        exec_id = self._api.exec_create(self._container.id, argv, stdout=True, stderr=True,
+                                        stdin=stdin is not None, environment=merged,
+                                        workdir=cwd or self.workdir, user=user or "")["Id"]
+        sock_io = self._api.exec_start(exec_id, socket=True)
+        sock = sock_io._sock if hasattr(sock_io, "_sock") else sock_io
+        writer = None
+        if stdin is not None:
+            def feed():
+                try:
+                    sock.sendall(stdin)
+                    sock.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass  # the command exited without reading all of it
+            writer = threading.Thread(target=feed, daemon=True)
+            writer.start()
+        out, err = _Capped(max_output_bytes), _Capped(max_output_bytes)
+        deadline = None if timeout_sec is None else t0 + timeout_sec
+        timed_out = False
+        try:
+            while True:
+                header = _recv_exact(sock, 8, deadline)
+                if header is None or len(header) < 8:
+                    break
+                kind, size = header[0], struct.unpack(">I", header[4:])[0]
+                payload = _recv_exact(sock, size, deadline) or b""
+                (err if kind == 2 else out).add(payload)
+        except TimeoutError:
+            timed_out = True
+            self._kill_exec(exec_id)
+        finally:
+            sock.close()
+            sock_io.close()
+        info = self._api.exec_inspect(exec_id)
+        for _ in range(50):
+            if not info.get("Running"):
+                break
+            time.sleep(0.01)
+            info = self._api.exec_inspect(exec_id)
+        code = TIMEOUT_EXIT_CODE if timed_out else (info.get("ExitCode") if info.get("ExitCode") is not None else -1)
+        raw = out.raw()
+        return ExecResult(stdout=raw.decode("utf-8", errors="replace"), stderr=err.raw().decode("utf-8", errors="replace"),
+                          return_code=code, timed_out=timed_out, duration_sec=time.monotonic() - t0,
+                          truncated_bytes=out.dropped + err.dropped, stdout_bytes=raw if keep_bytes else b"")
+
+    def _kill_exec(self, exec_id: str) -> None:
+        """Kill a timed-out command and its descendants, by host pid, when the daemon is local.
+
+        A pid is signalled only if ``/proc/<pid>/cgroup`` names this container: with a remote
+        daemon (Docker Desktop's VM) the pids are not ours and nothing is killed here.
+        """
+        import signal
+
+        pid = self._api.exec_inspect(exec_id).get("Pid") or 0
+        cid = self._container.id
+        try:
+            rows = self._api.top(cid, ps_args="-eo pid,ppid").get("Processes") or []
+        except Exception:
+            rows = []
+        children: dict[int, list[int]] = {}
+        for row in rows:
+            try:
+                children.setdefault(int(row[1]), []).append(int(row[0]))
+            except (ValueError, IndexError):
+                continue
+        todo, victims = [pid] if pid else [], []
+        while todo:
+            p = todo.pop()
+            victims.append(p)
+            todo.extend(children.get(p, []))
+        for p in victims:
+            try:
+                if cid in Path(f"/proc/{p}/cgroup").read_text():
+                    os.kill(p, signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
+
+    def open_root(self) -> int:
+        """An ``O_PATH`` fd of the container's ``/``, for :mod:`evokit.sandbox.transfer` (caller closes).
+
+        What the separate verifier copies the agent's work with. Taken through
+        ``/proc/<pid 1>/root``, so only with a daemon on this host; the pid is checked to be this
+        container's (its cgroup names the container) before and after the open, so a recycled
+        pid never hands out another root. **Gap:** with a remote daemon (Docker Desktop's VM)
+        this raises: use ``environment_mode = "shared"`` there.
+        """
+        if self._container is None:
+            raise SandboxError("file transfer on a sandbox that is not running (start() it, or it was stopped)")
+        cid = self._container.id
+
+        def pid1() -> int:
+            state = self._api.inspect_container(cid)["State"]
+            if not state.get("Running") or not state.get("Pid"):
+                raise SandboxError("the container is not running; it cannot be read")
+            return int(state["Pid"])
+
+        def ours(pid: int) -> bool:
+            try:
+                return cid in Path(f"/proc/{pid}/cgroup").read_text()
+            except OSError:
+                return False
+
+        pid = pid1()
+        if not ours(pid):
+            raise SandboxError("the Docker daemon is not on this host (its container pids are not ours): "
+                               "the separate verifier cannot copy files; use environment_mode = \"shared\"")
+        fd = os.open(f"/proc/{pid}/root", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        if not ours(pid) or pid1() != pid:
+            os.close(fd)
+            raise SandboxError("the container's pid 1 changed while its root was opened")
+        return fd
+
+    # ---------------------------------------------------------------- files
+    def _put(self, target_dir: str, payload: bytes) -> None:
+        """``put_archive`` into ``target_dir``, creating it (the daemon unpacks, inside the container)."""
+        parts = PurePosixPath(target_dir).parts[1:]
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for i in range(len(parts)):
+                info = tarfile.TarInfo("/".join(parts[: i + 1]))
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+        if parts:
+            self._api.put_archive(self._container.id, "/", buf.getvalue())
+        if not self._api.put_archive(self._container.id, target_dir, payload):
+            raise SandboxError(f"upload to {target_dir} failed")
+
+    def upload_file(self, source: str | Path, target: str) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            tar.add(Path(source), arcname=PurePosixPath(target).name)
+        self._put(str(PurePosixPath(target).parent), buf.getvalue())
+
+    def upload_dir(self, source: str | Path, target: str) -> None:
+        """Copy the *contents* of ``source`` into ``target`` (created if missing)."""
+        self._put(target, tar_bytes(source))
+
+    def write_file(self, target: str, data: bytes | str, mode: int = 0o644) -> None:
+        data = data.encode() if isinstance(data, str) else data
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(PurePosixPath(target).name)
+            info.size, info.mode = len(data), mode
+            tar.addfile(info, io.BytesIO(data))
+        self._put(str(PurePosixPath(target).parent), buf.getvalue())
+
+    def _archive(self, source: str, max_bytes: int) -> bytes:
+        import docker
+
+        try:
+            stream, _ = self._api.get_archive(self._container.id, source)
+        except docker.errors.NotFound:
+            raise FileNotFoundError(f"{source} does not exist in the sandbox") from None
+        buf = bytearray()
+        for chunk in stream:
+            buf += chunk
+            if len(buf) > max_bytes + (1 << 20):
+                raise SandboxError(f"{source} is larger than {max_bytes} bytes; not downloaded")
+        return bytes(buf)
+
+    def read_file(self, source: str, max_bytes: int = 64 * 1024 * 1024) -> bytes:
+        """The bytes of one regular file (read from the tar stream in memory; nothing is extracted)."""
+        with tarfile.open(fileobj=io.BytesIO(self._archive(source, max_bytes)), mode="r:") as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                raise FileNotFoundError(f"{source} is not a regular file in the sandbox")
+            return tar.extractfile(member).read()
+
+    def download_file(self, source: str, target: str | Path) -> None:
+        target = Path(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(self.read_file(source))
+
+    def download_dir(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
+        """Copy the contents of ``source`` to the host dir ``target``, unpacked in a helper container.
+
+        The helper runs the task's pristine image (not the agent's container), with no network,
+        a read-only root, three capabilities and ``target`` as its only host path. Links that
+        lead out of ``target`` and set-id bits are removed there, as the local sandbox skips them.
+        """
+        target = Path(target).resolve()
+        target.mkdir(parents=True, exist_ok=True)
+        src = source.rstrip("/") or "/"
+        payload = self._archive(src + "/.", max_bytes)
+        helper = self._client.containers.create(
+            self.image.tag, entrypoint=["sh", "-c", _UNPACK], command=[], user="0:0", stdin_open=True,
+            network_mode="none", read_only=True, cap_drop=["ALL"], cap_add=_HELPER_CAPS,
+            security_opt=["no-new-privileges"], labels={LABEL: "unpack-helper"},
+            volumes={str(target): {"bind": "/out", "mode": "rw"}}, working_dir="/", pids_limit=64,
+            mem_limit="256m")
+        try:
+            sock_io = self._api.attach_socket(helper.id, params={"stdin": 1, "stream": 1, "stdout": 1,
+                                                                  "stderr": 1})
+            sock = sock_io._sock if hasattr(sock_io, "_sock") else sock_io
+            helper.start()
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
+            status = helper.wait(timeout=300)
+            sock.close()
+            if status.get("StatusCode") != 0:
+                logs = helper.logs().decode(errors="replace").strip()
+                raise SandboxError(f"unpacking {source} failed (exit {status.get('StatusCode')}): {logs[-1000:]}")
+        finally:
+            helper.remove(force=True)
