@@ -248,7 +248,7 @@ def train(
     """Train the CPU learner with GRPO on a curriculum or with GenEnv (the LLM policy: `evokit train-llm`)."""
     from evokit.genenv import GenEnvConfig, GenEnvSource
     from evokit.learners import PolicyConfig
-    from evokit.train import TrainConfig
+    from evokit.train import ResumeError, TrainConfig
     from evokit.train import train as run_training
     from evokit.trl_trainer import SetupError, source_from
 
@@ -261,13 +261,16 @@ def train(
         except SetupError as e:
             raise typer.BadParameter(str(e)) from None
         held_out = _task_dirs([eval_tasks]) if eval_tasks else []
-        run_training(src, PolicyConfig(), out, cfg, eval_tasks=held_out)
     elif source == "genenv":
         if simulator not in {"learning", "random"}:
             raise typer.BadParameter("--simulator must be learning or random")
-        run_training(GenEnvSource(GenEnvConfig(learning=simulator == "learning")), PolicyConfig(), out, cfg)
+        src, held_out = GenEnvSource(GenEnvConfig(learning=simulator == "learning")), []
     else:
         raise typer.BadParameter("--source must be store or genenv")
+    try:
+        run_training(src, PolicyConfig(), out, cfg, eval_tasks=held_out)
+    except ResumeError as e:
+        raise typer.BadParameter(str(e)) from None
     console.print(f"rows in {out}/steps.jsonl")
 
 

@@ -50,19 +50,6 @@ class TaskRef:
 
 
 @dataclass(frozen=True)
-class Run:
-    """What a source needs to know of the run: group size B, seed, and where generated tasks may go."""
-
-    group_size: int
-    seed: int = 0
-    out: Path | None = None
-
-    def __post_init__(self):
-        if self.group_size < 1:
-            raise ValueError(f"group size B must be ≥ 1; got {self.group_size}")
-
-
-@dataclass(frozen=True)
 class GroupResult:
     """What one served task gave: its statistics and its rollout rows (dicts, as ``rollouts.jsonl`` holds them)."""
 
@@ -81,6 +68,19 @@ def group_results(refs: Sequence[TaskRef], groups: Sequence[Sequence[dict]], suc
     if len(refs) != len(groups):
         raise ValueError(f"{len(refs)} tasks served but {len(groups)} groups of results")
     return [GroupResult(ref, group_stats(rows, success), tuple(rows)) for ref, rows in zip(refs, groups, strict=True)]
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a source needs to know of the run: group size B, seed, and where generated tasks may go."""
+
+    group_size: int
+    seed: int = 0
+    out: Path | None = None
+
+    def __post_init__(self):
+        if self.group_size < 1:
+            raise ValueError(f"group size B must be ≥ 1; got {self.group_size}")
 
 
 @runtime_checkable

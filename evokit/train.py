@@ -146,7 +146,7 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
     cfg = config
     model = new_policy(policy, cfg.seed)
     if init_policy is not None:
-        if init_policy.config != model.config:
+        if dataclasses.replace(init_policy.config, seed=cfg.seed) != model.config:  # its init seed is moot
             raise ValueError(f"init_policy has config {init_policy.config}, the run builds {model.config}; "
                              "pass the PolicyConfig the initial policy was made with")
         model.load_state_dict(init_policy.state_dict())

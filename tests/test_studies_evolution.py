@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evokit import rows as rw
 from evokit.catalog import pairs
 from evokit.studies import evolution_analysis as ev
+from evokit.studies import folder
 from evokit.studies import reference_solver as rs
-from evokit.studies import rows as rw
 
 
 def env(setting, lineage, g, pass_rate, *, direction=None, parent=None, turns=None, length=2, d=None, mut=0.5):
@@ -93,10 +94,10 @@ def test_curves_mean_and_sem():
 
 
 def test_study_folder_refuses_other_parameters(tmp_path):
-    rw.check_study(tmp_path, {"n_seeds": 4, "generations": 8})
-    rw.check_study(tmp_path, {"n_seeds": 4, "generations": 8})  # same: resume
-    with pytest.raises(rw.StudyError, match="generations"):
-        rw.check_study(tmp_path, {"n_seeds": 4, "generations": 15})
+    folder.check_study(tmp_path, {"n_seeds": 4, "generations": 8})
+    folder.check_study(tmp_path, {"n_seeds": 4, "generations": 8})  # same: resume
+    with pytest.raises(folder.StudyError, match="generations"):
+        folder.check_study(tmp_path, {"n_seeds": 4, "generations": 15})
 
 
 def test_pair_tasks_cover_the_catalog(tmp_path):

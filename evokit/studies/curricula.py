@@ -22,7 +22,7 @@ from evokit.curriculum import store_envs
 from evokit.learners import PolicyConfig
 from evokit.rows import read_rows
 from evokit.sources import make_source
-from evokit.studies.rows import check_study
+from evokit.studies.folder import check_study
 from evokit.studies.warm_start import EEStudy, seed_store, warm_policy
 from evokit.train import TrainConfig, train
 

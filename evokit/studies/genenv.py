@@ -30,10 +30,10 @@ from evokit.grpo import dead_group_probability
 from evokit.learners import PolicyConfig, evaluate, task_plan
 from evokit.lineage import EnvRecord, LineageStore
 from evokit.plan import render
-from evokit.rows import read_rows
+from evokit.rows import append_rows, read_rows
 from evokit.seeds import MAX_STEPS, MIN_STEPS, make_seeds
+from evokit.studies.folder import check_study
 from evokit.studies.methods import ROLLOUTS
-from evokit.studies.rows import append_rows, check_study
 from evokit.tasks import Lineage
 from evokit.train import TrainConfig, new_policy, train
 

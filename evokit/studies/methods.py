@@ -32,7 +32,7 @@ from evokit.lineage import LineageStore
 from evokit.rollout import write_rows
 from evokit.rows import read_rows
 from evokit.sources import make_source
-from evokit.studies.rows import check_study
+from evokit.studies.folder import check_study
 from evokit.studies.warm_start import EEStudy, seed_store, warm_policy
 from evokit.train import TrainConfig, train
 

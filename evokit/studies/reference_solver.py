@@ -37,8 +37,9 @@ from evokit.difficulty import catalog_reference
 from evokit.grpo import usable
 from evokit.learners import PolicyConfig, SkillPolicy, collect_groups
 from evokit.plan import Plan, PlanError, Step, render
+from evokit.rows import append_rows, read_rows
 from evokit.seeds import make_seeds
-from evokit.studies.rows import StudyError, append_rows, read_rows
+from evokit.studies.folder import StudyError
 from evokit.train import TrainConfig, final_policy, train
 
 ROLLOUTS = 8  # EE: pass rate over 8 rollouts (B = 8)

@@ -25,8 +25,8 @@ checkpoints and vLLM stay TRL's (``trl`` ≥ 1.16, read from ``trl/trainer/grpo_
    sandbox that fails make a *masked* rollout: the reward function returns ``None``, which TRL
    excludes from the group baseline and gives advantage 0. Checkpoints (model, optimizer,
    scheduler state) are TRL's ``checkpoint-N`` folders; calling :func:`train_llm` again resumes
-   from the last one (:mod:`.rows`).
-4. **Rows** (``steps.jsonl``, one per update; ``rollouts.jsonl``, one per episode; :mod:`.rows`)
+   from the last one (:mod:`.checkpoints`).
+4. **Rows** (``steps.jsonl``, one per update; ``rollouts.jsonl``, one per episode; :mod:`.checkpoints`)
    carry what the papers plot: reward, dead-group share (TRL's ``frac_reward_zero_std`` and
    evokit's own count over unmasked rollouts), partially-solved share, turns per trajectory, model
    tokens per turn, masked share, seconds in the sandbox, and the scheduler's position.
@@ -47,7 +47,7 @@ Heavy or host-specific modules (harbor, the sandbox, TRL itself) are imported wh
 The modules, lowest first (each imports only those before it):
 
 * :mod:`.config` — :class:`LLMTrainConfig`, :class:`SetupError`;
-* :mod:`.rows` — ``steps.jsonl`` / ``rollouts.jsonl`` rows, the scheduler state in checkpoints;
+* :mod:`.checkpoints` — ``steps.jsonl`` / ``rollouts.jsonl`` rows, the scheduler state in checkpoints;
 * :mod:`.models` — offline models (GGUF, SmolLM2, a tiny Llama), chat templates for tool calls;
 * :mod:`.sources` — the :class:`Scheduler` that holds a task source for TRL's batches;
 * :mod:`.env` — the sandbox tool environment and the task reward;
@@ -55,6 +55,7 @@ The modules, lowest first (each imports only those before it):
 * :mod:`.simulator` — reward-weighted SFT for GenEnv's LLM simulator.
 """
 
+from evokit.trl_trainer.checkpoints import SCHEDULER_FILE, last_checkpoint
 from evokit.trl_trainer.config import SYSTEM_PROMPT, LLMTrainConfig, SetupError
 from evokit.trl_trainer.env import RunContext, SandboxToolEnv, make_task_reward, tool_schema
 from evokit.trl_trainer.models import (
@@ -68,7 +69,6 @@ from evokit.trl_trainer.models import (
     smollm2_tokenizer,
     tiny_llama,
 )
-from evokit.trl_trainer.rows import SCHEDULER_FILE, last_checkpoint
 from evokit.trl_trainer.simulator import update_llm_simulator, weighted_sft
 from evokit.trl_trainer.sources import Scheduler
 from evokit.trl_trainer.trainer import (
@@ -76,8 +76,8 @@ from evokit.trl_trainer.trainer import (
     close,
     grpo_config,
     source_from,
-    train,
     train_llm,
+    train_policy,
     trainer_class,
 )
 
@@ -85,6 +85,6 @@ __all__ = [
     "SCHEDULER_FILE", "SYSTEM_PROMPT", "TOOL_CALL_MARKER", "LLMTrainConfig", "RunContext", "SandboxToolEnv",
     "Scheduler", "SetupError", "build_trainer", "chatml_tools_template", "close", "gguf_to_dir", "grpo_config",
     "last_checkpoint", "load_policy", "make_task_reward", "prepare_tokenizer", "scripted_sampler", "smollm2_dir",
-    "smollm2_tokenizer", "source_from", "tiny_llama", "tool_schema", "train", "train_llm", "trainer_class",
+    "smollm2_tokenizer", "source_from", "tiny_llama", "tool_schema", "train_llm", "train_policy", "trainer_class",
     "update_llm_simulator", "weighted_sft",
 ]

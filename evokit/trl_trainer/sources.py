@@ -7,10 +7,10 @@ scheduler holds any task source of :mod:`evokit.sources` (EL, random or D_T orde
 simulator, a new curriculum …) and its state; it draws batch t with :func:`evokit.seeding.step_rng`
 (seed, t) and builds the feedback with :func:`evokit.sources.group_results`, as the CPU loop does,
 so one source on the same results reaches the same state in both loops. Its state is saved into
-each TRL checkpoint (:mod:`.rows`), so a resumed run serves the same tasks as an uninterrupted one.
+each TRL checkpoint (:mod:`.checkpoints`), so a resumed run serves the same tasks as an uninterrupted one.
 
 When the source is done (EL: every lineage passed) it serves the tasks it served last, and the
-run stops at the end of that step (:mod:`.rows`).
+run stops at the end of that step (:mod:`.checkpoints`).
 """
 
 from __future__ import annotations

@@ -37,10 +37,10 @@ import torch
 
 from evokit.grpo import batch_stats
 from evokit.sources import Run, TaskRef, describe, make_source
+from evokit.trl_trainer.checkpoints import resume, rows_callback
 from evokit.trl_trainer.config import LLMTrainConfig, SetupError
 from evokit.trl_trainer.env import RunContext, SandboxToolEnv, make_task_reward, tool_schema
 from evokit.trl_trainer.models import load_policy, prepare_tokenizer
-from evokit.trl_trainer.rows import resume, rows_callback
 from evokit.trl_trainer.sources import Scheduler
 
 
@@ -239,7 +239,7 @@ def train_llm(model, source, out: str | Path, cfg: LLMTrainConfig = LLMTrainConf
     return trainer
 
 
-def train(policy: str, out: str | Path, *, source: str = "el", store=None, tasks: Sequence[str | Path] = (),
+def train_policy(policy: str, out: str | Path, *, source: str = "el", store=None, tasks: Sequence[str | Path] = (),
           steps: int = 50, group_size: int = 8, tasks_per_step: int = 2, seed: int = 0,
           llm: LLMTrainConfig | None = None, progress: bool = True):
     """One entry point for notebooks: ``policy="learner"`` trains evokit's CPU learner, anything else is a model
@@ -262,12 +262,17 @@ def train(policy: str, out: str | Path, *, source: str = "el", store=None, tasks
 def source_from(name: str, *, store=None, tasks: Sequence[str | Path] = (), **options):
     """A registered task source by name; a curriculum gets its environments from ``store`` or ``tasks``."""
     from evokit.curriculum import lineage_envs, store_envs
+    from evokit.lineage import LineageStore
 
     if name in ("el", "random", "dt"):
         if store is None and not tasks:
             raise SetupError(f"source {name!r} needs store= (made by `evokit evolve`) or task folders")
         # each task folder is its own one-environment lineage at the start generation
+        if store is not None and not isinstance(store, LineageStore) and not Path(store).is_dir():
+            raise SetupError(f"no lineage store at {store}; make one with `evokit evolve`")
         envs = store_envs(store) if store is not None else lineage_envs({Path(t).name: [t] for t in tasks})
+        if not envs:
+            raise SetupError(f"source {name!r}: {store or 'the task list'} holds no environments")
         options = {"envs": envs, **options}
     try:
         return make_source(name, **options)
