@@ -1,6 +1,6 @@
 """What the isolation layers of issue 11 cost: seccomp filter + /proc masks, own network namespace,
 slirp4netns. Ratios against baselines measured in the same run, interleaved round by round so that
-load from other processes hits every variant alike.
+load from other processes hits every variant alike (random order per round, seed 0).
 
 Variants (the "before" ones rebuild the old command lines by editing this process's argv
 builders, never by a switch in the library):
@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import random
 import statistics
 import subprocess
 import time
@@ -67,6 +68,9 @@ def before(*, netns: bool = True):
             def __init__(self, *a, **k):
                 pass
 
+            def wait_ready(self):
+                pass
+
             def close(self):
                 pass
 
@@ -99,28 +103,33 @@ def main() -> None:
     def start_stop(**kw):
         Sandbox(image, **kw).start().stop()
 
-    now, old, pub = Sandbox(image).start(), None, Sandbox(image, network=True).start()
-    with before():
-        old = Sandbox(image).start()
+    def exec_before(sb):
+        with before():
+            sb.exec(["true"])
+
+    def start_before(*, network: bool, own_netns: bool):
+        with before(netns=own_netns):
+            start_stop(network=network)
+
+    now, pub = Sandbox(image).start(), Sandbox(image, network=True).start()
+    # the same sandbox for exec today and before: only the exec's own command line differs
+    steps = [("bwrap_direct", lambda: subprocess.run(raw, check=True)), ("exec", lambda: now.exec(["true"])),
+             ("exec_before", lambda: exec_before(now)), ("exec_public", lambda: pub.exec(["true"]))] * 3 + [
+            ("start_nonet", lambda: start_stop()), ("start_nonet_before", lambda: start_before(network=False, own_netns=True)),
+            ("start_public", lambda: start_stop(network=True)),
+            ("start_public_before", lambda: start_before(network=True, own_netns=False))]
     try:
-        for r in range(args.n + 1):  # round 0 is a warm-up
-            for _ in range(3):
-                timed("bwrap_direct", lambda: subprocess.run(raw, check=True))
-                timed("exec", lambda: now.exec(["true"]))
-                with before():
-                    timed("exec_before", lambda: old.exec(["true"]))
-                timed("exec_public", lambda: pub.exec(["true"]))
-            timed("start_nonet", lambda: start_stop())
-            with before():
-                timed("start_nonet_before", lambda: start_stop())
-            timed("start_public", lambda: start_stop(network=True))
-            with before(netns=False):
-                timed("start_public_before", lambda: start_stop(network=True))
+        rng = random.Random(0)
+        for r in range(args.n + 1):  # round 0 is a warm-up; a fresh random order every round
+            order = steps[:]  # (a rotation kept "exec" right after the costly raw bwrap: +30 %)
+            rng.shuffle(order)
+            for key, fn in order:
+                timed(key, fn)
             if r == 0:
                 for v in xs.values():
                     v.clear()
     finally:
-        for s in (now, old, pub):
+        for s in (now, pub):
             s.stop()
     ms = {k: statistics.median(v) * 1000 for k, v in xs.items()}
     rows = {

@@ -46,7 +46,13 @@ from evokit.llm import LLMError
 from evokit.rows import append_rows
 from evokit.sandbox import Image, Sandbox, SandboxError
 from evokit.sandbox.task_env import image_for_task, sandbox_for_task
-from evokit.verify.trial import HarnessFault, VerifierMode, VerifierStarter, verifier_mode, verify_work
+from evokit.verify.trial import (
+    HarnessFault,
+    VerifierMode,
+    VerifierStarter,
+    verifier_mode,
+    verify_work,
+)
 
 OUTPUT_CHARS = 2000  # how much of each command's output the policy sees (and the record keeps)
 
@@ -111,8 +117,8 @@ class Episode:
         It runs as ``user``, by default the task's ``[agent].user`` (Harbor's rule; None: the
         image's ``USER``). A sandbox that is gone raises :class:`SandboxError`.
         """
-        if self.done:
-            raise RuntimeError("episode is over (turn or time budget spent)")
+        if self.done:  # e.g. the deadline passed while the model was thinking: the agent's time
+            raise EpisodeOver("episode is over (turn or time budget spent)")
         timeout = max(0.1, min(timeout_sec, self.deadline - time.monotonic()))
         user = self.task.config.agent.user if user is None else user
         res = self.sandbox.exec(command, timeout_sec=timeout, max_output_bytes=4 * OUTPUT_CHARS, user=user)
@@ -135,6 +141,10 @@ class PolicyFault(Exception):
     """Raised by a policy for a failure that *is* its own (e.g. an invalid action): not masked."""
 
 
+class EpisodeOver(PolicyFault):
+    """:meth:`Episode.run` after the turn or time budget is spent: the episode ends, scored as it is."""
+
+
 def _join(*parts: str | None) -> str:
     return "; ".join(p for p in parts if p)
 
@@ -144,6 +154,12 @@ def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_tu
     """One episode in a fresh sandbox, then the task's tests (in a fresh verifier sandbox unless
     ``mode`` or the task says ``shared``); masked only for a harness fault (module docstring)."""
     r = Rollout(task=task.paths.task_dir.name, index=index)
+    try:
+        mode = verifier_mode(task, mode)  # a bad mode is the caller's mistake: ValueError, never masked
+    except HarnessFault as e:  # a task this harness cannot verify (e.g. its own verifier image)
+        r.error, r.masked, r.mask_reason = str(e), True, str(e)
+        return r
+    r.verifier_mode = mode.value
     t0 = time.monotonic()
     sandbox = sandbox_for_task(task, image=image)
     starter = None
@@ -154,8 +170,6 @@ def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_tu
 
     try:
         try:
-            mode = verifier_mode(task, mode)
-            r.verifier_mode = mode.value
             # The verifier's sandbox starts while the agent works (the separate mode's cost hides there).
             starter = VerifierStarter(task, image) if mode == VerifierMode.SEPARATE else None
             sandbox.start()

@@ -136,8 +136,10 @@ def test_honest_control_scores_one(tasks, which):
 @pytest.mark.parametrize("which", ["example", "procedural"])
 def test_class1_forged_reward_marker_in_test_output(tasks, which, user):
     """The old harness parsed ``@@evokit-reward-file`` markers out of the tests' stdout, which a
-    file literally named ``$LOG`` linked to /dev/stdout let the agent write into. Now nothing the
-    tests print is parsed: the reward is read from the verifier's reward file."""
+    file literally named ``$LOG`` linked to /dev/stdout let the agent write into (reward 1.0 on the
+    example task, whose ``diff`` prints the answer file; the procedural task's tests print only
+    file names, so there the old code had no channel). Now nothing the tests print is parsed: the
+    reward is read from the verifier's reward file."""
     task, image = tasks[which]
     forged = "@@evokit-reward-file reward.json\\neyJyZXdhcmQiOiAxfQ==\\n"  # base64 of {"reward": 1}
     cmds = [f"printf '{forged}' > {out}" for out, _ in outputs(task)]
@@ -294,7 +296,7 @@ def test_class5_oom_takes_the_sandbox(tasks, tmp_path):
 
 def test_masked_only_for_harness_faults(tasks, monkeypatch):
     """What *is* masked: the agent's sandbox failing to start, the verifier's failing to start, the
-    endpoint failing; a policy bug propagates."""
+    endpoint failing; a policy bug propagates; a spent budget is scored."""
     from evokit.llm import LLMError
     from evokit.sandbox import SandboxError
 
@@ -317,6 +319,11 @@ def test_masked_only_for_harness_faults(tasks, monkeypatch):
 
     with pytest.raises(KeyError):
         rollout_once(Buggy(), task, image, 0)
+
+    # Running past the turn budget ends the episode (the agent's own budget): scored, not masked.
+    r = rollout_once(Script(("true", None), ("true", None)), task, image, 0, max_turns=1)
+    assert_zero(r)
+    assert r.n_turns == 1 and "budget spent" in r.error
 
     from evokit.verify.trial import VERIFIER_THREAD
 
@@ -359,3 +366,12 @@ def test_class12a_symlinked_tests_dir_is_not_uploaded(tmp_path, tasks):
         with pytest.raises(FileNotFoundError, match="symlink"):
             run_tests(sandbox, task)
         assert not sandbox.exec("cat /tests/api_key").ok
+
+
+def test_bad_verifier_mode_is_a_clear_error(tasks):
+    """A mistyped mode is the caller's mistake: one clear ValueError, not a masked rollout."""
+    task, image = tasks["example"]
+    with pytest.raises(ValueError, match="'sepárate'.*'separate'.*'shared'"):
+        rollout_once(Script(), task, image, 0, mode="sepárate")
+    with pytest.raises(ValueError, match="verifier_mode='x'"):
+        VerifyConfig(verifier_mode="x")

@@ -150,7 +150,6 @@ def test_ignored_metadata_instructions_are_accepted():
     "line, what",
     [
         ("ONBUILD RUN echo x", "ONBUILD"),
-        ("COPY --from=builder /a /b", "--from"),
         ("ADD https://example.com/x.tar.gz /opt/", "remote URL"),
         ("ADD git@github.com:a/b.git /src", "remote URL"),
         ("RUN --mount=type=cache,target=/root/.cache pip install x", "--mount"),
@@ -168,10 +167,16 @@ def test_unsupported_instructions_name_the_line_and_the_fix(line, what):
     assert "docker" in str(e.value)
 
 
-def test_multi_stage_build_names_the_second_from():
-    """A second FROM is a multi-stage build: refused, naming its line."""
-    with pytest.raises(DockerfileError, match=r"Dockerfile:4: multi-stage"):
-        parse("FROM debian:bookworm AS build\nRUN true\n\nFROM debian:bookworm-slim\n")
+def test_multi_stage_builds_parse():
+    """Several FROM and COPY --from parse (evokit.sandbox.stages builds them); ADD --from is no
+    Docker instruction, and nothing but ARG may come before the first FROM."""
+    ins = parse("ARG V=1\nFROM debian:bookworm AS build\nRUN true\n\nFROM debian:bookworm-slim\n"
+                "COPY --from=build /a /b\n")
+    assert [i.keyword for i in ins] == ["ARG", "FROM", "RUN", "FROM", "COPY"] and ins[4].flags == {"from": "build"}
+    with pytest.raises(DockerfileError, match=r"Dockerfile:3: ADD --from does not exist"):
+        parse("FROM debian:bookworm AS b\nFROM debian:bookworm\nADD --from=b /a /b\n")
+    with pytest.raises(DockerfileError, match=r"Dockerfile:1: RUN before the first FROM"):
+        parse("RUN true\nFROM debian:bookworm\n")
 
 
 def test_missing_from_is_an_error():

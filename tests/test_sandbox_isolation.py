@@ -7,6 +7,7 @@ cgroup or namespaces, no mount of its state dir in any process's mountinfo, no s
 /run/evokit, no ``evokit-<id>`` cgroup.
 """
 
+import contextlib
 import os
 import shutil
 import socket
@@ -432,3 +433,63 @@ def test_loopback_inside_the_sandbox_works(base_image, network):
     with running(base_image, network=network) as s:
         res = agent(s, server, timeout_sec=20)
         assert res.stdout == "hello-local\n", res.stderr
+
+
+@pytest.mark.parametrize("network", [True, False], ids=["public", "no-network"])
+def test_af_packet_does_not_see_host_loopback_traffic(base_image, host_servers, network):
+    """Root in the sandbox has CAP_NET_RAW (Docker's default set) and opens an AF_PACKET socket
+    on all interfaces while the host talks to its own 127.0.0.1 service: the host's packets are
+    never captured, because no host interface is in the sandbox's network namespace."""
+    token = uuid.uuid4().hex
+    sniff = ("perl -e 'socket(my $s, 17, 3, 0x0300) or die \"socket: $!\\n\"; print \"open\\n\"; "
+             "$SIG{ALRM} = sub { exit 0 }; alarm 4; my $n = 0; "
+             f"while (recv($s, my $buf, 65535, 0)) {{ $n++; print \"CAPTURED\\n\" if index($buf, \"{token}\") >= 0 }}'")
+    stop = threading.Event()
+
+    def chatter():  # the host's own loopback traffic, carrying the token
+        while not stop.is_set():
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", host_servers.port), 2) as c:
+                c.sendall(token.encode())
+            time.sleep(0.05)
+
+    t = threading.Thread(target=chatter, daemon=True)
+    t.start()
+    try:
+        with running(base_image, network=network) as s:
+            res = agent(s, sniff, timeout_sec=20)
+    finally:
+        stop.set()
+        t.join(timeout=5)
+    assert res.stdout.startswith("open"), res.stderr  # the sniffer really ran
+    assert "CAPTURED" not in res.stdout
+    assert len(host_servers.accepted) > 5  # and the host really was talking meanwhile
+
+
+@pytest.fixture
+def shared_host_mount(tmp_path):
+    """A host mount under a *shared* parent mount (what dockerd's /var/lib/docker overlays and a
+    systemd host's / look like): an unmount propagated out of a sandbox would remove it."""
+    parent, child = tmp_path / "shared", tmp_path / "shared" / "child"
+    parent.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "evokit-test-parent", str(parent)], check=True)
+    try:
+        subprocess.run(["mount", "--make-shared", str(parent)], check=True)
+        child.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "evokit-test-child", str(child)], check=True)
+        (child / "alive").write_text("yes")
+        yield child
+    finally:
+        subprocess.run(["umount", "-R", str(parent)], check=False)
+
+
+def test_public_sandbox_and_build_step_leave_host_mounts_alone(base_image, sandbox_cache, tmp_path,
+                                                               shared_host_mount):
+    """slirp4netns's own sandbox pivots and detaches its old root; run in the host's mount
+    namespace that detach propagated through shared mounts and unmounted the host's (measured:
+    every Docker overlay). It runs in a private mount namespace, so the host keeps its mounts."""
+    with running(base_image, network=True) as s:
+        assert agent(s, "getent hosts deb.debian.org", timeout_sec=30).ok
+    ctx = make_context(tmp_path / "ctx", f"FROM debian:bookworm-slim\nRUN echo {uuid.uuid4().hex} > /x\n")
+    build_image(ctx, root=sandbox_cache)
+    assert (shared_host_mount / "alive").read_text() == "yes"
+    assert f" {shared_host_mount} " in Path("/proc/self/mountinfo").read_text()

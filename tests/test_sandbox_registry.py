@@ -376,6 +376,23 @@ def test_registry_errors_are_one_clear_line(reg, tmp_path):
         build_image(ctx, root=tmp_path / "c")
 
 
+def test_multi_stage_from_a_registry_image(reg, pulled_cache, tmp_path):
+    """A pulled image as a build stage and as a COPY --from source, into a Debian (mmdebstrap) stage."""
+    ctx = make_context(tmp_path / "ctx", f"""\
+FROM {reg.open.host}/evokit/foo:1 AS tools
+RUN hello > /srv/app/greeting.txt
+
+FROM debian:bookworm-slim
+COPY --from=tools /srv/app/greeting.txt /greeting.txt
+COPY --from={reg.open.host}/evokit/foo:1 /opt/zstd.txt /opt/
+""")
+    image = build_image(ctx, root=pulled_cache)
+    assert image.lowerdirs[-1].startswith("base/bookworm")
+    with running(image) as s:
+        assert sh(s, "cat /greeting.txt /opt/zstd.txt") == "hello from the image\nfrom a zstd layer"
+        assert sh(s, "test ! -e /opt/tools && echo only-copied") == "only-copied"
+
+
 def test_a_pulled_reference_is_reused_offline(reg, tmp_path):
     """Like ``docker build`` without --pull: once pulled, a tag builds with the registry gone."""
     short = LocalRegistry(tmp_path / "short", reg.storage)

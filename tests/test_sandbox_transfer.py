@@ -275,11 +275,14 @@ def test_filtered_download_takes_selected_regular_files_only(base_image, tmp_pat
         assert os.listdir(victim) == []
 
 
-def test_harbor_trial_downloads_cannot_write_outside_the_trial_dir(tmp_path, sandbox_cache, monkeypatch):
+@pytest.mark.parametrize("include_logs", [[], ["*"]])
+def test_harbor_trial_downloads_cannot_write_outside_the_trial_dir(tmp_path, sandbox_cache, monkeypatch,
+                                                                   include_logs):
     """Class 6 end to end: through Harbor's ``Trial`` on ``BubblewrapEnvironment``, a root agent that
     trojans tar and plants escaping links, a deeper-than-PATH_MAX path, FIFOs and device nodes in
-    /logs/agent and /logs/verifier gets its logs downloaded by Harbor (download_dir) with nothing
-    written outside the trial's own folder."""
+    /logs/agent and /logs/verifier gets its logs downloaded by Harbor (``download_dir``, or with
+    ``include_logs`` the filtered download, whose Harbor default would run the trojaned tar) with
+    nothing written outside the trial's own folder."""
     import asyncio
 
     from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
@@ -295,11 +298,11 @@ def test_harbor_trial_downloads_cannot_write_outside_the_trial_dir(tmp_path, san
               f"for L in /logs/agent /logs/verifier; do cd $L && ln -s {victim} esc && "
               f"ln -s ../../../../../../../..{victim} up && mkfifo fifo && mknod disk b 8 0 && "
               f"for i in $(seq 24); do mkdir {d200} && cd {d200}; done && ln -s {victim}/keep.txt deep_link; done; "
-              "echo hi > /app/out.txt")
+              "echo note > /logs/agent/note.txt; echo hi > /app/out.txt")
     task = write_harbor_task(tmp_path / "task", solve=attack)
     before = sorted(os.listdir(tmp_path))
     config = TrialConfig(task=TaskConfig(path=task), trials_dir=tmp_path / "trials",
-                         agent=AgentConfig(name="oracle"),
+                         agent=AgentConfig(name="oracle", include_logs=include_logs),
                          environment=EnvironmentConfig(import_path="evokit.sandbox:BubblewrapEnvironment"))
 
     async def go():
@@ -314,4 +317,6 @@ def test_harbor_trial_downloads_cannot_write_outside_the_trial_dir(tmp_path, san
                             "-lname", "*..*", ")", "-o", "-type", "p", "-o", "-type", "b", "-o", "-type", "c"],
                            capture_output=True, text=True)
     assert found.returncode == 0 and found.stdout == "", found.stdout[-2000:]
-    assert (trial_dir / "agent" / d200).is_dir()  # the logs themselves did come back
+    assert (trial_dir / "agent" / "note.txt").read_text() == "note\n"  # the logs themselves did come back
+    if not include_logs:
+        assert (trial_dir / "agent" / d200).is_dir()

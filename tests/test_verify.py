@@ -179,11 +179,14 @@ def test_pattern_rule_file_errors_name_the_rule(tmp_path):
 
 
 def test_reward_contract():
-    """reward.json wins over reward.txt; non-numeric, empty and non-finite rewards are errors."""
+    """reward.json wins over reward.txt; non-numeric, empty, non-finite and non-UTF-8 rewards are errors."""
     assert parse_rewards({"reward.txt": b"0.5\n"}) == {"reward": 0.5}
     assert parse_rewards({"reward.txt": b"1", "reward.json": b'{"a": 1, "b": 0}'}) == {"a": 1.0, "b": 0.0}
     for bad in ({"reward.txt": b""}, {"reward.txt": b"yes"}, {"reward.json": b'{"a": "1"}'},
-                {"reward.json": b"NaN"}, {"reward.json": b"{"}, {}):
+                {"reward.json": b"NaN"}, {"reward.json": b"{"}, {},
+                # strict decoding (issue 11): no lenient bytes, no booleans, no empty metric set
+                {"reward.txt": b"1\xff"}, {"reward.txt": b"1e309"}, {"reward.json": b"true"},
+                {"reward.json": b"{}"}, {"reward.json": b'{"reward": Infinity}'}):
         with pytest.raises(RewardError):
             parse_rewards(bad)
 

@@ -7,8 +7,9 @@ comments, JSON ("exec") and shell forms, ``ARG``/``ENV`` substitution (``$X``,
 ``${X}``, ``${X:-default}``), ``KEY=VALUE`` and legacy ``KEY VALUE`` forms, and
 ``RUN <<EOF`` heredocs.
 
-Anything we cannot reproduce faithfully (multi-stage builds, ``COPY --from``,
-remote ``ADD`` URLs, ``ONBUILD``...) is a :class:`DockerfileError` that names the
+Multi-stage builds (several ``FROM``, ``COPY --from``) parse; the builder resolves them
+(:mod:`evokit.sandbox.stages`). Anything we cannot reproduce faithfully (remote ``ADD``
+URLs, ``ONBUILD``, ``RUN --mount``...) is a :class:`DockerfileError` that names the
 line and says to use Harbor's docker backend instead, never a silent approximation.
 """
 
@@ -28,7 +29,7 @@ SUPPORTED = frozenset({"FROM", "RUN", "COPY", "ADD", "WORKDIR", "ENV", "ARG", "U
 COPY_FLAGS = frozenset({"chown", "chmod", "link"})
 
 DOCKER_BACKEND_HINT = (
-    "the local bubblewrap sandbox supports one FROM (any registry image; debian:bookworm offline) with RUN, COPY, ADD "
+    "the local bubblewrap sandbox supports FROM (any registry image; debian:bookworm offline; stages) with RUN, COPY, ADD "
     "(local files), WORKDIR, ENV, ARG, USER and SHELL; run this task with Harbor's docker backend "
     "instead (`harbor run --env docker ...`, or `sandbox='docker'` in evokit)"
 )
@@ -101,11 +102,11 @@ def parse(text: str, path: str | Path = "Dockerfile") -> list[Instruction]:
     froms = [ins for ins in out if ins.keyword == "FROM"]
     if not froms:
         raise DockerfileError(f"{path}: no FROM instruction")
-    if len(froms) > 1:
-        raise DockerfileError(
-            f"{path}:{froms[1].line}: multi-stage builds are not supported by the local sandbox; "
-            + DOCKER_BACKEND_HINT
-        )
+    before = [ins for ins in out[: out.index(froms[0])] if ins.keyword != "ARG"]
+    if before:
+        first = before[0]
+        raise DockerfileError(f"{path}:{first.line}: {first.keyword} before the first FROM "
+                              "(only ARG may come before it)")
     return out
 
 
@@ -126,8 +127,8 @@ def _check_supported(keyword: str, flags: dict, rest: str, path, line: int) -> N
         return
     if keyword not in SUPPORTED:
         raise DockerfileError(f"{where}: instruction {keyword} is not supported; {DOCKER_BACKEND_HINT}")
-    if keyword in {"COPY", "ADD"} and "from" in flags:
-        raise DockerfileError(f"{where}: COPY --from is not supported; {DOCKER_BACKEND_HINT}")
+    if keyword == "ADD" and "from" in flags:
+        raise DockerfileError(f"{where}: ADD --from does not exist (Docker has COPY --from only)")
     if keyword in {"COPY", "ADD"} and (extra := set(flags) - COPY_FLAGS - {"from"}):
         raise DockerfileError(
             f"{where}: {keyword} {' '.join('--' + f for f in sorted(extra))} is not supported; "

@@ -24,6 +24,7 @@ itself only kills its own processes. Harbor's ``environment_mode = "separate"`` 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from harbor.environments.base import BaseEnvironment, ExecResult
@@ -119,6 +120,14 @@ class BubblewrapEnvironment(BaseEnvironment):
 
     async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
         await asyncio.to_thread(self._require().download_dir, source_dir, target_dir)
+
+    async def download_dir_filtered(self, *, source_dir: str, target_dir: Path | str,
+                                    include: Sequence[str] | None = None, exclude: Sequence[str] | None = None,
+                                    protect: Sequence[str] | None = None) -> None:
+        """Harbor's filtered download (``include_logs``/``exclude_logs``) without Harbor's default,
+        which runs the sandbox's ``tar`` and extracts the archive on the host (issue 11, class 6)."""
+        await asyncio.to_thread(self._require().download_dir_filtered, source_dir, target_dir, include=include,
+                                exclude=exclude, protect=protect)
 
 
 def _starts_verifier(command: str) -> bool:

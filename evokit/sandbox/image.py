@@ -7,6 +7,9 @@
   with the registry API (:mod:`evokit.sandbox.registry`), each of its layers unpacked once
   into ``<cache>/layers/oci1-<digest>`` (:mod:`evokit.sandbox.oci_layers`); see
   :func:`use_mmdebstrap` for the precedence and :func:`pull_image`.
+* Multi-stage builds: each ``FROM`` starts a stage (``AS name``); ``FROM <stage>`` continues
+  from an earlier one and ``COPY --from=<stage|index|image>`` copies out of it
+  (:mod:`evokit.sandbox.stages`); the last stage is the image.
 * Every ``RUN``, ``COPY``/``ADD`` and ``WORKDIR`` becomes one layer: the upper directory
   of an overlay mounted over the layers below it, kept under ``<cache>/layers/<key>``.
   The key chains the parent key with the instruction, the build variables in force and
@@ -51,6 +54,7 @@ from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
 from evokit.sandbox.oci_layers import LAYER_FORMAT, LayerError, layer_rel, unpack_layer
 from evokit.sandbox.process import run_capped
 from evokit.sandbox.registry import RegistryConfig, RegistryError, parse_reference, pull
+from evokit.sandbox.stages import EXTRACT_ARGV, CopyFromError, copy_from_tar
 
 BASE_FORMAT = 1  # bump to invalidate every cached base rootfs
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -142,8 +146,8 @@ def debian_suite(image_ref: str, where: str = "Dockerfile") -> str:
     return "bookworm"
 
 
-def _from_args(text: str, where: str) -> str:
-    """``[--platform=P] IMAGE [AS NAME]`` → IMAGE (a platform other than the host's is refused)."""
+def _from_args(text: str, where: str) -> tuple[str, str | None]:
+    """``[--platform=P] IMAGE [AS NAME]`` → (IMAGE, NAME) (a platform other than the host's is refused)."""
     tokens = text.split()
     while tokens and tokens[0].startswith("--"):
         flag = tokens.pop(0)
@@ -155,7 +159,7 @@ def _from_args(text: str, where: str) -> str:
             raise df.DockerfileError(f"{where}: FROM --platform={value}: the local sandbox runs only the "
                                      f"host's platform {host.os}/{host.architecture}")
     if len(tokens) == 1 or (len(tokens) == 3 and tokens[1].lower() == "as"):
-        return tokens[0]
+        return tokens[0], (tokens[2] if len(tokens) == 3 else None)
     raise df.DockerfileError(f"{where}: cannot parse FROM {text!r} (expected FROM IMAGE [AS NAME])")
 
 
@@ -181,7 +185,7 @@ def pull_image(image_ref: str, *, root: Path | None = None, where: str = "FROM",
     apply; ``Cmd``/``Entrypoint`` do not (a sandbox runs its own init, as Harbor's does).
     """
     root = secure_cache_root(Path(root or cache_root()))
-    name = _from_args(image_ref, where)
+    name, _ = _from_args(image_ref, where)
     config = RegistryConfig.from_env()
     try:
         ref = parse_reference(name)
@@ -284,11 +288,21 @@ def build_image(
     state = _State()
     lowerdirs: list[str] = []
     key = ""
+    stages: list[Image] = []  # the finished stages of a multi-stage build (evokit.sandbox.stages)
+    stage_names: dict[str, int] = {}
     for n, ins in enumerate(instructions, 1):
         where = f"{dockerfile}:{ins.line}"
         if ins.keyword == "FROM":
-            ref = df.substitute(ins.args, state.args)
-            if use_mmdebstrap(ref):
+            if lowerdirs:  # a stage ends here
+                stages.append(Image(key=key, root=root, lowerdirs=tuple(lowerdirs), env=dict(state.env),
+                                    workdir=state.workdir, user=state.user, shell=state.shell))
+            ref, alias = _from_args(df.substitute(ins.args, state.args), where)
+            state = _State(args=dict(state.args))
+            if (stage := _stage(ref, stages, stage_names, where, required=False)) is not None:
+                lowerdirs, key = list(stage.lowerdirs), stage.key
+                state.env, state.workdir = dict(stage.env), stage.workdir
+                state.user, state.shell = stage.user, stage.shell
+            elif use_mmdebstrap(ref):
                 lowerdirs = [ensure_base(debian_suite(ref, where), root, log)]
                 key = _hash("base", lowerdirs[0])
             else:
@@ -296,6 +310,8 @@ def build_image(
                 lowerdirs, key = list(base.lowerdirs), base.key
                 state.env = {"PATH": DEFAULT_PATH, **base.env}
                 state.workdir, state.user, state.shell = base.workdir, base.user, base.shell
+            if alias:
+                stage_names[alias.lower()] = len(stages)
         elif ins.keyword == "ARG":
             for name, value in df.parse_key_values(ins.args, "ARG", where).items():
                 state.args[name] = (build_args or {}).get(name, df.substitute(value, state.variables()))
@@ -320,13 +336,49 @@ def build_image(
             key = _layer(root, lowerdirs, key, ["RUN", argv, state.variables(), state.workdir, state.user],
                          _as_user(argv, state.user), None, state, where, step_timeout_sec, log, n)
         elif ins.keyword in {"COPY", "ADD"}:
-            payload, digest = _copy_tar(context, ins, state, lowerdirs, root, where)
+            if "from" in ins.flags:
+                payload, digest = _copy_from(ins, state, lowerdirs, root, where, stages, stage_names, log)
+                extract = list(EXTRACT_ARGV)
+            else:
+                payload, digest = _copy_tar(context, ins, state, lowerdirs, root, where)
+                extract = ["tar", "-x", "-p", "--keep-directory-symlink", "-f", "-", "-C", "/"]
             with payload:  # a temp file, fed to the step's stdin: never held in memory
-                key = _layer(root, lowerdirs, key, [ins.keyword, digest],
-                             ["tar", "-x", "-p", "--keep-directory-symlink", "-f", "-", "-C", "/"], payload,
+                key = _layer(root, lowerdirs, key, [ins.keyword, digest], extract, payload,
                              state, where, step_timeout_sec, log, n)
     return Image(key=key, root=root, lowerdirs=tuple(lowerdirs), env=dict(state.env),
                  workdir=state.workdir, user=state.user, shell=state.shell)
+
+
+def _stage(ref: str, stages: list[Image], names: dict[str, int], where: str, *,
+           required: bool) -> Image | None:
+    """The earlier stage ``ref`` names (``AS`` name, or index for ``COPY --from``), else None."""
+    index = names.get(ref.lower())
+    if index is None and required and ref.isdigit():
+        index = int(ref)
+    if index is None:
+        return None
+    if index >= len(stages):
+        raise df.DockerfileError(f"{where}: stage {ref!r} is not an earlier stage of this Dockerfile")
+    return stages[index]
+
+
+def _copy_from(ins: df.Instruction, state: _State, lowerdirs: list[str], root: Path, where: str,
+               stages: list[Image], names: dict[str, int], log: Callable[[str], None]):
+    """``COPY --from=<stage|index|image>``: the stream from :func:`evokit.sandbox.stages.copy_from_tar`."""
+    src = df.substitute(ins.flags["from"], state.variables())
+    source = _stage(src, stages, names, where, required=True) or pull_image(src, root=root, where=where, log=log)
+    if ins.flags.get("chmod"):
+        raise df.DockerfileError(f"{where}: COPY --from with --chmod is not supported; {df.DOCKER_BACKEND_HINT}")
+    sources, dest = df.parse_copy_args(df.substitute(ins.args, state.variables()))
+    if not dest.startswith("/"):  # relative to WORKDIR; keep a trailing "/" (it means "a dir")
+        dest = str(PurePosixPath(state.workdir) / dest) + ("/" if dest.endswith("/") else "")
+    image = Image("", root, tuple(lowerdirs))
+    dest_is_dir = dest.endswith("/") or len(sources) > 1 or _is_dir(image, dest)
+    owner = _owner(ins.flags["chown"], image, where) if ins.flags.get("chown") else None
+    try:
+        return copy_from_tar(root, source.lowerdirs, sources, dest, dest_is_dir, owner=owner, where=where)
+    except CopyFromError as e:
+        raise ImageBuildError(str(e)) from None
 
 
 def _hash(*parts) -> str:
@@ -386,36 +438,42 @@ def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin
             for var in _CA_ENV:
                 env.setdefault(var, "1" if var == "UV_NATIVE_TLS" else f"{_BUILD_CA_DIR}/ca.crt")
         info_r, info_w = os.pipe()
-        block_r, block_w = os.pipe()
+        ready_r, ready_w = os.pipe()
+        go_r, go_w = os.pipe()
         filter_fd = seccomp.fd()
-        fds = [info_r, info_w, block_r, block_w, filter_fd]
-        # --block-fd: the step's command waits until slirp4netns has configured its namespace.
+        fds = [info_r, info_w, ready_r, ready_w, go_r, go_w, filter_fd]
+        # Handshake: once bwrap has set the namespace up (its loopback included) the step's shell
+        # says so on ready_w and waits on go_r until slirp4netns has configured the network.
+        # (bwrap's --block-fd is no sync point: slirp would race bwrap's own loopback setup.)
+        # Through /proc/self/fd: dash redirects only fds 0-9.
+        gate = (f"echo > /proc/self/fd/{ready_w} && read _ < /proc/self/fd/{go_r}; "
+                'mkdir -p "$0" && cd "$0" && exec "$@"')
         inner = bwrap_base(resolv_conf=str(netns.resolv_conf()), seccomp_fd=filter_fd, cwd="/", env=env) + ca_args + [
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", "evokit-build",
-            "--info-fd", str(info_w), "--block-fd", str(block_r),
-            "--", "/bin/sh", "-c", 'mkdir -p "$0" && cd "$0" && exec "$@"', state.workdir, *argv,
+            "--info-fd", str(info_w), "--", "/bin/sh", "-c", gate, state.workdir, *argv,
         ]
         cgroup = Cgroup(f"evokit-build-{build_id}", BUILD_LIMITS)
 
         def connect(proc) -> None:
             nonlocal outbound
-            for fd in (info_w, block_r, filter_fd):  # the child has its copies now
+            for fd in (info_w, ready_w, go_r, filter_fd):  # the child has its copies now
                 os.close(fd)
                 fds.remove(fd)
-            raw = b""  # bwrap closes it before it blocks; EOF at once if it failed before
+            raw = b""  # EOF at once if bwrap failed before setting up
             while chunk := os.read(info_r, 4096):
                 raw += chunk
-            if raw:
+            if raw and os.read(ready_r, 1):  # b"" if the step died before its gate
                 outbound = netns.Outbound(json.loads(raw)["child-pid"], wrap=cgroup.wrap)
+                outbound.wait_ready()
             try:
-                os.write(block_w, b"x")
-            except BrokenPipeError:  # bwrap already failed; run_capped reports how
+                os.write(go_w, b"x\n")
+            except BrokenPipeError:  # the step already failed; run_capped reports how
                 pass
 
         res = run_capped(cgroup.wrap(overlay_argv(cache_root=root, lowerdirs=lowerdirs, upper_root=tmp,
                                                   tmpfs_bytes=None, inner=inner)),
                          stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024, env=host_env(),
-                         pass_fds=(info_w, block_r, filter_fd), on_start=connect)
+                         pass_fds=(info_w, ready_w, go_r, filter_fd), on_start=connect)
         if res.timed_out or res.return_code != 0:
             why = f"timed out after {timeout:.0f}s" if res.timed_out else f"exit code {res.return_code}"
             raise ImageBuildError(f"{where}: build step failed ({why}):\n{(res.stdout + res.stderr)[-4000:]}")

@@ -58,15 +58,22 @@ class Outbound:
         wrap: prefixes the command line, e.g. :meth:`evokit.sandbox.cgroup.Cgroup.wrap`, so that
             slirp's memory and pids count against the sandbox and ``Cgroup.kill`` reaches it.
 
-    Returns once the interface is configured (slirp's ready fd), so a command run right after
-    already has its route and DNS.
+    Spawns slirp4netns and returns; :meth:`wait_ready` returns once the interface is configured
+    (slirp's ready fd), so a command run after it already has its route and DNS. (Split so that
+    a caller can overlap slirp's start with its own.)
     """
 
     def __init__(self, pid: int, wrap: Callable[[list[str]], list[str]] = lambda argv: argv):
-        require_tools("slirp4netns")
+        require_tools("slirp4netns", "unshare")
         ready_r, ready_w = os.pipe()
         exit_r, self._exit_w = os.pipe()
-        argv = ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+        # In a mount namespace of its own whose every mount is private: slirp4netns 1.2.0's
+        # --enable-sandbox makes only "/" private before it pivots and detaches the old root, so
+        # that detach propagated to the host's shared mounts and unmounted them (measured: every
+        # Docker overlay under /var/lib/docker, shared by dockerd, so running containers lost
+        # their root on the host; a systemd host shares "/" itself).
+        argv = ["unshare", "--mount", "--propagation", "private", "--",
+                "slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
                 "--enable-sandbox", "--enable-seccomp", "--ready-fd", str(ready_w),
                 "--exit-fd", str(exit_r), str(pid), "tap0"]
         try:
@@ -79,23 +86,34 @@ class Outbound:
             raise
         os.close(ready_w)
         os.close(exit_r)
-        with os.fdopen(ready_r, "rb") as f:
+        self._ready_r: int | None = ready_r
+        self.pid = self.proc.pid
+
+    def wait_ready(self) -> None:
+        """Block until slirp4netns has configured the namespace; raise (and stop it) if it failed."""
+        if self._ready_r is None:
+            return
+        with os.fdopen(self._ready_r, "rb") as f:
+            self._ready_r = None
             ready = f.read(1)  # EOF instead if slirp4netns exits first
         if ready != b"1":
             self.close()
             err = self.proc.stderr.read().decode(errors="replace").strip() if self.proc.stderr else ""
             raise NetworkSetupError(f"slirp4netns could not connect the sandbox's network: {err or 'no output'}")
-        self.pid = self.proc.pid
 
     def close(self) -> None:
-        """Stop slirp4netns (it exits when its exit fd closes; killed if it does not within 5 s)."""
+        """Stop slirp4netns: SIGKILL (it keeps no state; waiting for it to notice its exit fd cost
+        ~40 ms per stop), then reap it. The exit fd stays the guard for a harness that dies."""
+        if self._ready_r is not None:
+            os.close(self._ready_r)
+            self._ready_r = None
+        try:
+            self.proc.kill()
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
         if self._exit_w is not None:
             os.close(self._exit_w)
             self._exit_w = None
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
         if self.proc.stderr:
             self.proc.stderr.close()

@@ -91,7 +91,7 @@ def compression(blob: Path) -> str:
     return "none"
 
 
-def _system_binds() -> list[str]:
+def system_binds() -> list[str]:
     """Read-only /usr (and /bin, /lib… as links or binds) so tar, gzip, zstd and Python run."""
     argv = ["--ro-bind", "/usr", "/usr"]
     for d in ("bin", "sbin", "lib", "lib64", "lib32"):
@@ -116,7 +116,7 @@ def unpack_argv(blob: Path, out: Path) -> list[str]:
     python = str(Path(sys.base_prefix).resolve() / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}")
     if not Path(python).exists():
         python = str(Path(sys.executable).resolve())
-    argv = ["bwrap", *_system_binds(), "--dev", "/dev", "--tmpfs", "/tmp",
+    argv = ["bwrap", *system_binds(), "--dev", "/dev", "--tmpfs", "/tmp",
             "--ro-bind", str(blob), "/layer.blob", "--bind", str(out), "/out",
             "--unshare-pid", "--unshare-ipc", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--new-session", "--die-with-parent", "--cap-drop", "ALL"]

@@ -220,7 +220,7 @@ class _Client:
             try:
                 return self.opener.open(req, timeout=self.config.timeout_sec)
             except urllib.error.HTTPError as e:
-                if e.code == 401 and attempt == 0 and not self.token:
+                if e.code == 401 and attempt == 0:  # no token yet, or it expired (Docker Hub: 5 min)
                     self.token = self._fetch_token(e.headers.get("WWW-Authenticate", ""))
                     continue
                 raise RegistryError(self._http_message(e, path)) from None
@@ -358,6 +358,9 @@ def pull(image: str, blobs: Path, config: RegistryConfig | None = None,
         raise RegistryError(f"{client.where()}: unsupported manifest (mediaType {media!r}, schemaVersion "
                             f"{doc.get('schemaVersion')!r}); only OCI and Docker v2 schema 2 images")
     cfg_desc = _descriptor(doc.get("config"), client.where())
+    if cfg_desc.size > _MAX_MANIFEST:  # read whole as JSON below: a few KiB in practice
+        raise RegistryError(f"{client.where()}: image config of {cfg_desc.size} bytes is larger than "
+                            f"{_MAX_MANIFEST} (refused)")
     layers = tuple(_descriptor(d, client.where()) for d in doc.get("layers") or [])
     log(f"pulling {ref} ({len(layers)} layers, {sum(d.size for d in layers) / 1e6:.1f} MB) from {client.base}")
     cfg_path = fetch_blob(client, cfg_desc, blobs)

@@ -157,8 +157,11 @@ class Sandbox:
         children = Path(f"/proc/{child}/task/{child}/children").read_text().split()
         self._own_pids = {self._init.pid, child, *map(int, children)}
         if self.network:
+            # Only now: slirp configuring the namespace while bwrap still sets up its loopback
+            # makes bwrap fail (measured: "loopback: Failed RTM_NEWADDR").
             t_net = time.monotonic()
             self._outbound = netns.Outbound(child, wrap=self.cgroup.wrap)
+            self._outbound.wait_ready()
             SUBPROCESS_CLOCK.add(time.monotonic() - t_net)
             self._own_pids.add(self._outbound.pid)
 

@@ -5,13 +5,13 @@ the G sandboxes of a group start while the prompt is tokenised) and returns the 
 TRL appends to the user message. TRL turns every public method other than ``reset`` into a tool
 (read from ``trl/trainer/grpo_trainer.py``, TRL 1.16), so :class:`SandboxToolEnv` has one, ``bash``:
 the agent's only tool; everything else is private. The reward is the task's own
-``tests/test.sh``, uploaded and run only after the episode (:func:`evokit.verify.trial.run_tests`,
-which first kills every process the agent started).
+``tests/test.sh``, run only after the episode by :func:`evokit.verify.trial.verify_work` (the agent's
+processes killed, its work copied into a fresh verifier sandbox; issue 11).
 
 Bad input never ends a run: a tool call that is not valid JSON (TRL keeps it as text), a command
 that hangs (killed after ``command_timeout_sec``), a completion cut at ``max_completion_length``
-(context overflow; TRL also drops a tool result that would not fit) or a sandbox that fails make a
-*masked* rollout: the reward function returns ``None``, which TRL excludes from the group baseline
+(context overflow; TRL also drops a tool result that would not fit) or a sandbox that fails to start
+make a *masked* rollout (tests that leave no reward for what the agent did score 0 instead): the reward function returns ``None``, which TRL excludes from the group baseline
 and gives advantage 0.
 
 Harbor and the sandbox are imported where used, so that the in-process task runs on a GPU machine
@@ -192,7 +192,15 @@ class SandboxToolEnv:
             return out
 
     def _finish(self, run_tests: bool) -> tuple[dict | None, str | None]:
-        """End the episode: (rewards, error). Runs the task's tests only if ``run_tests``."""
+        """End the episode: (rewards, error). Runs the task's tests only if ``run_tests``.
+
+        The tests run as in :func:`evokit.rollout.rollout_once` (issue 11): in a fresh verifier
+        sandbox holding only the agent's work unless the task says ``shared``. Tests that leave
+        no reward for what the agent did (its sandbox killed, a reward path made a directory, a
+        full disk...) give ``{"reward": 0.0}`` with the reason: within the agent's reach, so
+        scored, not masked. Only a harness fault (the verifier's sandbox would not start) is
+        ``(None, reason)``, i.e. masked.
+        """
         if self._ref is None or self._ref.path is None:
             return None, None
         try:
@@ -201,11 +209,19 @@ class SandboxToolEnv:
             sandbox = self._starting.result() if self._starting else None
             if sandbox is None or not run_tests:
                 return None, None
-            from evokit.verify.trial import run_tests as tests
+            from evokit.sandbox import SandboxError
+            from evokit.verify.trial import HarnessFault, verify_work
 
             with self._run.clock.busy():
-                _, rewards, err = tests(sandbox, self._task)
-            return rewards, err and f"tests: {err}"
+                try:
+                    _, rewards, err = verify_work(sandbox, self._task, self._run.image(self._task))
+                except HarnessFault as e:
+                    return None, f"verifier: {e}"
+                except SandboxError as e:  # a sandbox died during the tests, on what the agent left
+                    rewards, err = None, f"{type(e).__name__}: {e}"
+            if rewards is None:
+                return {"reward": 0.0}, f"tests: {err} (reward 0)"
+            return rewards, None
         except Exception as e:
             return None, f"sandbox: {type(e).__name__}: {e}"
         finally:

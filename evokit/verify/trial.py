@@ -37,7 +37,7 @@ import shlex
 import threading
 import time
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
 from harbor.models.task.config import VerifierEnvironmentMode
@@ -71,7 +71,7 @@ class HarnessFault(RuntimeError):
     scored instead (see :mod:`evokit.rollout`)."""
 
 
-class VerifierMode(str, Enum):
+class VerifierMode(StrEnum):
     """Where the tests run: a fresh sandbox with only the agent's work (``separate``) or the
     agent's own sandbox (``shared``). Values are Harbor's ``environment_mode`` names."""
 
@@ -86,7 +86,11 @@ def verifier_mode(task: Task, override: VerifierMode | str | None = None) -> Ver
     evokit's own trials and rollouts default to ``separate`` because its agents are RL policies.
     """
     if override is not None:
-        return VerifierMode(override)
+        try:
+            return VerifierMode(override)
+        except ValueError:
+            raise ValueError(f"verifier mode {override!r}: use 'separate' (a fresh sandbox with only the "
+                             "agent's work) or 'shared' (the agent's own sandbox)") from None
     cfg = task.config.verifier
     if cfg.environment is not None:
         raise HarnessFault(
@@ -357,6 +361,8 @@ def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path |
     leaves a sandbox identical to a fresh one, so its tests run in the sandbox it got.
     """
     run = TrialRun(kind=kind)
+    if mode is not None:
+        verifier_mode(task, mode)  # a mistyped mode is the caller's mistake: ValueError here
     t0 = time.monotonic()
     agent = verifier = starter = None
     try:

@@ -43,6 +43,11 @@ class VerifyConfig:
     #: "separate" (a fresh sandbox with only the agent's work); "shared" = the agent's sandbox
     verifier_mode: str | None = None
 
+    def __post_init__(self):
+        if self.verifier_mode is not None and self.verifier_mode not in ("separate", "shared"):
+            raise ValueError(f"VerifyConfig.verifier_mode={self.verifier_mode!r}: use 'separate', 'shared' "
+                             "or None (the task's [verifier].environment_mode, else 'separate')")
+
 
 @dataclass
 class Check:
