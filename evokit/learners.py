@@ -338,19 +338,20 @@ def _max_turns(task: Task | str | Path) -> int:
 
 
 def collect_groups(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, group_size: int = 8,
-                   workers: int = 2, seed: int = 0, greedy: bool = False, groups_at_once: int = 1
-                   ) -> list[list[Rollout]]:
+                   workers: int = 2, seed: int = 0, greedy: bool = False, groups_at_once: int = 1,
+                   seeds: Sequence[int] | None = None) -> list[list[Rollout]]:
     """One GRPO group per task (``group_size`` rollouts, ``workers`` at once; max_turns = the task's steps).
 
-    ``groups_at_once`` groups run in parallel; group n's rollouts are seeded by ``seed·1000 + n``
-    whatever the parallelism, so the rollouts do not depend on it.
+    ``groups_at_once`` groups run in parallel; group n's rollouts are seeded by ``seeds[n]`` (default
+    ``seed·1000 + n``) whatever the parallelism, so the rollouts do not depend on it.
     """
     actor = LearnerPolicy(policy, greedy=greedy)
+    seeds = list(seeds) if seeds is not None else [seed * 1000 + n for n in range(len(tasks))]
 
     def one(job):
         n, t = job
         return rollout_group(actor, t, group_size=group_size, workers=workers, max_turns=_max_turns(t),
-                             seed=seed * 1000 + n)
+                             seed=seeds[n])
 
     if groups_at_once <= 1:
         return [one(job) for job in enumerate(tasks)]
