@@ -102,6 +102,7 @@ def main(argv=None) -> dict:
     import torch
 
     from evokit import trl_trainer as T
+    from evokit.sources import InProcess
 
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda: no CUDA device visible (use --device cpu)")
@@ -121,9 +122,9 @@ def main(argv=None) -> dict:
 
         require_tools("bwrap", "unshare", "nsenter", "mmdebstrap")
         tasks = sandbox_tasks(out / "tasks", args.tasks_per_step)
-        sched = T.CurriculumTasks.from_lineages({t.name: [t] for t in tasks}, "random")
+        sched = T.source_from("random", tasks=tasks)
     else:
-        sched = T.InProcessTasks()
+        sched = InProcess()
     cfg = T.LLMTrainConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,
                            max_completion_length=args.max_completion_length, max_turns=4, learning_rate=1e-5,
                            device=args.device, dtype=dtype_name, generation=args.generation,

@@ -475,20 +475,31 @@ def train(
     workers: Annotated[int, typer.Option(help="rollouts at once")] = 2,
 ) -> None:
     """Train the CPU learner with GRPO on a curriculum or with GenEnv (the LLM policy: `evokit train-llm`)."""
-    from evokit.train import GenEnvConfig, TrainConfig, train_curriculum, train_genenv
+    from evokit.genenv import GenEnvConfig, GenEnvSource
+    from evokit.learners import PolicyConfig
+    from evokit.train import ResumeError, TrainConfig
+    from evokit.train import train as run_training
+    from evokit.trl_trainer import SetupError, source_from
 
     cfg = TrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, seed=seed, workers=workers)
     if source == "store":
         if store is None:
             raise typer.BadParameter("--source store needs --store (made by `evokit evolve`)")
+        try:
+            src = source_from(curriculum, store=store)
+        except SetupError as e:
+            raise typer.BadParameter(str(e)) from None
         held_out = _task_dirs([eval_tasks]) if eval_tasks else []
-        train_curriculum(store, curriculum, out, cfg, eval_tasks=held_out)
     elif source == "genenv":
         if simulator not in {"learning", "random"}:
             raise typer.BadParameter("--simulator must be learning or random")
-        train_genenv(out, cfg, GenEnvConfig(epochs=steps, learning=simulator == "learning"))
+        src, held_out = GenEnvSource(GenEnvConfig(learning=simulator == "learning")), []
     else:
         raise typer.BadParameter("--source must be store or genenv")
+    try:
+        run_training(src, PolicyConfig(), out, cfg, eval_tasks=held_out)
+    except ResumeError as e:
+        raise typer.BadParameter(str(e)) from None
     console.print(f"rows in {out}/steps.jsonl")
 
 
@@ -515,7 +526,7 @@ def train_llm(
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
 ) -> None:
     """Train an LLM with TRL's GRPO on evokit tasks in sandboxes (the CPU learner: `evokit train`)."""
-    from evokit.trl_trainer import LLMTrainConfig, SetupError, make_scheduler
+    from evokit.trl_trainer import LLMTrainConfig, SetupError, source_from
     from evokit.trl_trainer import train_llm as run_training
 
     try:
@@ -523,9 +534,12 @@ def train_llm(
                              max_completion_length=max_completion_length, max_turns=max_turns, learning_rate=lr,
                              beta=beta, generation=generation, vllm_server_url=vllm_server_url, device=device,
                              dtype=dtype, seed=seed)
-        sched = make_scheduler(source, store=store, tasks=_task_dirs([tasks]) if tasks else (),
-                               curriculum=curriculum, out=out, seed=seed)
-        run_training(model, sched, out, cfg)
+        if source not in ("store", "tasks", "genenv", "none"):
+            raise SetupError(f"unknown --source {source!r}: choose store, tasks, genenv or none")
+        name = curriculum if source in ("store", "tasks") else source
+        src = source_from(name, store=store if source == "store" else None,
+                          tasks=_task_dirs([tasks]) if source == "tasks" and tasks else ())
+        run_training(model, src, out, cfg)
     except SetupError as e:
         raise typer.BadParameter(str(e)) from None
     console.print(f"rows in {out}/steps.jsonl, checkpoints in {out}/trl")

@@ -31,19 +31,27 @@ test can walk every transition.
   and the next one in D_T order enters. ``width`` defaults to the number of lineages, so
   that D_T order serves as many environments in parallel as EL does at its start.
 
-The :class:`Curriculum` protocol (``sample`` / ``update`` / ``done``) lets a training loop
-treat the three alike; :func:`make_curriculum` builds any of them from environment rows.
+Each is a task source (:mod:`evokit.sources`), registered as ``"el"``, ``"random"`` and ``"dt"``,
+over environment rows with their folders (:func:`store_envs`, :func:`lineage_envs`); so is the
+**p_T-weighted sampler** (``"weighted"``) that warms up the reference solver
+(:mod:`evokit.studies.reference_solver`): tasks drawn with replacement in proportion to given
+weights, pass rates changing nothing. Group size B is the run's (:class:`evokit.sources.Run`),
+not a field of :class:`ELConfig`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
+
+from evokit.sources import GroupResult, Run, TaskRef, register
 
 EnvId = tuple[str, int, int]  # (lineage, generation g, k), k 1-based as in E_{i,g,k}
 
@@ -52,14 +60,11 @@ EnvId = tuple[str, int, int]  # (lineage, generation g, k), k 1-based as in E_{i
 class ELConfig:
     """Hyperparameters of the EL rule (papers.md, EE EL scheduler)."""
 
-    rollouts: int = 8  # B: rollouts per update on the current environment
     tau: float = 6 / 8  # τ: pass-rate threshold for moving on
     strict: bool = True  # advance on p̂ > τ (the formula); False: p̂ ≥ τ (the prose's "≥ 6 of 8")
     start_generation: int = 1  # 1 = earliest evolved generation; 0 would serve the seeds too
 
     def __post_init__(self):
-        if self.rollouts < 1:
-            raise ValueError(f"ELConfig.rollouts (B) must be ≥ 1; got {self.rollouts}")
         if not 0.0 <= self.tau <= 1.0:
             raise ValueError(f"ELConfig.tau must lie in [0, 1]; got {self.tau}")
         if self.start_generation < 0:
@@ -71,10 +76,9 @@ class ELConfig:
             raise ValueError(f"pass rate must lie in [0, 1]; got {pass_rate}")
         return pass_rate > self.tau if self.strict else pass_rate >= self.tau
 
-    @property
-    def successes_to_advance(self) -> int:
-        """Fewest successes out of B that advance (7 with the defaults)."""
-        return next(s for s in range(self.rollouts + 1) if self.passes(s / self.rollouts))
+    def successes_to_advance(self, group_size: int) -> int:
+        """Fewest successes out of B = ``group_size`` that advance (7 of 8 with the defaults)."""
+        return next(s for s in range(group_size + 1) if self.passes(s / group_size))
 
 
 # ------------------------------------------------------------------------------------ EL
@@ -273,69 +277,14 @@ def dt_update(state: DTState, env: EnvId, pass_rate: float) -> DTState:
     return dataclasses.replace(state, passed=tuple(passed))
 
 
-# ---------------------------------------------------------------------- one interface
-class Curriculum(Protocol):
-    """What a training loop needs: the class holds hyperparameters, the state is passed through."""
-
-    name: str
-
-    def sample(self, state: Any, rng: np.random.Generator, n: int) -> tuple[Any, list[EnvId]]: ...
-
-    def update(self, state: Any, env: EnvId, pass_rate: float) -> Any: ...
-
-    def done(self, state: Any) -> bool: ...
-
-
-@dataclass(frozen=True)
-class EL:
-    config: ELConfig = ELConfig()
-    name: str = "el"
-
-    def sample(self, state: ELState, rng, n):
-        return el_sample(state, rng, n)
-
-    def update(self, state: ELState, env: EnvId, pass_rate: float) -> ELState:
-        return el_update(state, env[0], pass_rate, at=(env[1], env[2]))
-
-    def done(self, state: ELState) -> bool:
-        return el_done(state)
-
-
-@dataclass(frozen=True)
-class RandomOrder:
-    name: str = "random"
-
-    def sample(self, state: RandomState, rng, n):
-        return random_sample(state, n, rng)
-
-    def update(self, state: RandomState, env: EnvId, pass_rate: float) -> RandomState:
-        return state  # random order does not react to pass rates
-
-    def done(self, state: RandomState) -> bool:
-        return False
-
-
-@dataclass(frozen=True)
-class DTOrder:
-    name: str = "dt"
-
-    def sample(self, state: DTState, rng, n):
-        return dt_sample(state, rng, n)
-
-    def update(self, state: DTState, env: EnvId, pass_rate: float) -> DTState:
-        return dt_update(state, env, pass_rate)
-
-    def done(self, state: DTState) -> bool:
-        return all(state.passed)
-
-
 class EnvRow(NamedTuple):
-    """One environment as the curricula need it (``d_t`` only for D_T order)."""
+    """One environment as the curricula need it (``d_t`` only for D_T order; ``path``: its task folder)."""
 
     lineage: str
     generation: int
     k: int
     d_t: float | None = None
+    path: Path | None = None
 
 
 def env_rows(records: Iterable[Any]) -> list[EnvRow]:
@@ -350,7 +299,7 @@ def env_rows(records: Iterable[Any]) -> list[EnvRow]:
         d_t = get("d_t", None)
         if d_t is None and isinstance(data.get("difficulty"), Mapping):
             d_t = data["difficulty"].get("total")
-        rows.append(EnvRow(str(get("lineage")), int(get("generation")), int(get("k")), d_t))
+        rows.append(EnvRow(str(get("lineage")), int(get("generation")), int(get("k")), d_t, get("path", None)))
     return rows
 
 
@@ -370,18 +319,164 @@ def lineage_sizes(rows: Iterable[EnvRow]) -> dict[str, list[int]]:
     return sizes
 
 
-def make_curriculum(name: str, envs: Iterable[Any], cfg: ELConfig = ELConfig(), seed: int = 0,
-                    width: int | None = None) -> tuple[Curriculum, Any]:
-    """(curriculum, initial state) for ``name`` in {"el", "random", "dt"} over the same environments.
+def store_envs(store) -> tuple[EnvRow, ...]:
+    """Every environment of an evolved :class:`evokit.lineage.LineageStore` (or its folder), with D_T and folder."""
+    from evokit.lineage import LineageStore  # lineage sits above the curricula
 
-    All three use generations ≥ ``cfg.start_generation`` only, so they train on the same set.
+    store = store if isinstance(store, LineageStore) else LineageStore(store)
+    return tuple(r._replace(path=store.path(e)) for r, e in zip(env_rows(store.envs()), store.envs(), strict=True))
+
+
+def lineage_envs(lineages: Mapping[str, Sequence[str | Path]], start_generation: int = 1) -> tuple[EnvRow, ...]:
+    """Lineages given as task folders in generation order: folder j is E_{i, start_generation + j, 1}."""
+    return tuple(EnvRow(name, start_generation + j, 1, None, Path(p))
+                 for name, dirs in lineages.items() for j, p in enumerate(dirs))
+
+
+def _refs(envs: Sequence[EnvRow], ids: Sequence[EnvId]) -> list[TaskRef]:
+    where = {(e.lineage, e.generation, e.k): e.path for e in envs}
+    return [TaskRef(tuple(i), where[tuple(i)]) for i in ids]
+
+
+def _fed(results: Sequence[GroupResult]):
+    """(env id, p̂) of every result with a usable rollout (the module docstring of evokit.sources)."""
+    return [(tuple(r.ref.key), r.pass_rate) for r in results if r.pass_rate is not None]
+
+
+def _checked(envs: Sequence[EnvRow], cfg: ELConfig) -> list[EnvRow]:
+    """The environments random and D_T order serve: generations ≥ start_generation (as EL)."""
+    if not envs:
+        raise ValueError("a curriculum needs environments; the store or task list is empty")
+    return [r for r in env_rows(envs) if r.generation >= cfg.start_generation]
+
+
+@dataclass(frozen=True)
+class _OverEnvs:
+    """What EL, random and D_T order share as sources: environment rows in, TaskRefs out, p̂ fed one by one."""
+
+    envs: tuple[EnvRow, ...]
+    config: ELConfig = ELConfig()
+
+    def sample(self, state, rng, n):
+        state, ids = self.draw(state, rng, n)
+        return state, _refs(self.envs, ids)
+
+    def update(self, state, results):
+        for env, p in _fed(results):
+            state = self.feed(state, env, p)
+        return state
+
+
+@register("el")
+@dataclass(frozen=True)
+class EL(_OverEnvs):
+    """EE's Evolution-Lineage scheduler as a task source."""
+
+    name: ClassVar[str] = "el"
+
+    def init(self, run: Run) -> ELState:
+        if not self.envs:
+            raise ValueError("a curriculum needs environments; the store or task list is empty")
+        return el_init(lineage_sizes(env_rows(self.envs)), self.config)
+
+    def draw(self, state: ELState, rng, n):
+        return el_sample(state, rng, n)
+
+    def feed(self, state: ELState, env: EnvId, p: float) -> ELState:
+        return el_update(state, env[0], p, at=(env[1], env[2]))
+
+    def done(self, state: ELState) -> bool:
+        return el_done(state)
+
+    def summary(self, state: ELState) -> dict:
+        cs = state.cursors
+        return {"mean_generation": float(np.mean([c.generation + (c.k - 1) / max(1, c.sizes[c.generation])
+                                                  for c in cs])),
+                "lineages_done": sum(c.done for c in cs), "updates": sum(c.updates for c in cs),
+                "cursors": {c.lineage: [c.generation, c.k, bool(c.done)] for c in cs}}
+
+
+@register("random")
+@dataclass(frozen=True)
+class RandomOrder(_OverEnvs):
+    """EE's random order over every environment (generations ≥ start_generation); pass rates change nothing."""
+
+    name: ClassVar[str] = "random"
+
+    def init(self, run: Run) -> RandomState:
+        return random_init([(r.lineage, r.generation, r.k) for r in _checked(self.envs, self.config)], run.seed)
+
+    def draw(self, state: RandomState, rng, n):
+        return random_sample(state, n, rng)
+
+    def feed(self, state: RandomState, env: EnvId, p: float) -> RandomState:
+        return state
+
+    def done(self, state: RandomState) -> bool:
+        return False
+
+    def summary(self, state: RandomState) -> dict:
+        return {"draws": state.step}
+
+
+@register("dt")
+@dataclass(frozen=True)
+class DTOrder(_OverEnvs):
+    """evokit's D_T-order baseline (module docstring); ``width`` defaults to the number of lineages."""
+
+    width: int | None = None
+    name: ClassVar[str] = "dt"
+
+    def init(self, run: Run) -> DTState:
+        kept = _checked(self.envs, self.config)
+        return dt_init([((r.lineage, r.generation, r.k), r.d_t) for r in kept], self.config, self.width)
+
+    def draw(self, state: DTState, rng, n):
+        return dt_sample(state, rng, n)
+
+    def feed(self, state: DTState, env: EnvId, p: float) -> DTState:
+        return dt_update(state, env, p)
+
+    def done(self, state: DTState) -> bool:
+        return all(state.passed)
+
+    def summary(self, state: DTState) -> dict:
+        return {"passed": int(sum(state.passed)), "of": len(state.passed)}
+
+
+@register("weighted")
+@dataclass(frozen=True)
+class Weighted:
+    """Tasks drawn with replacement ∝ ``weights`` (the reference solver's p_T(σ)·p_T(κ | σ)); no feedback.
+
+    Draw t of a run seeded s is ``random.Random(f"{key}:{s}:{t}").choices`` (the loop's generator is
+    not used): keyed by (seed, t) as every source's draws, and the same draws as the reference
+    solver's warm-up made before it became a source (``key`` "evokit-reference").
     """
-    rows = env_rows(envs)
-    if name == "el":
-        return EL(cfg), el_init(lineage_sizes(rows), cfg)
-    kept = [r for r in rows if r.generation >= cfg.start_generation]
-    if name == "random":
-        return RandomOrder(), random_init([(r.lineage, r.generation, r.k) for r in kept], seed)
-    if name == "dt":
-        return DTOrder(), dt_init([((r.lineage, r.generation, r.k), r.d_t) for r in kept], cfg, width)
-    raise ValueError(f"unknown curriculum {name!r}; choose one of 'el', 'random', 'dt'")
+
+    tasks: tuple[Path, ...]
+    weights: tuple[float, ...]
+    key: str = "evokit-reference"
+    name: ClassVar[str] = "weighted"
+
+    def init(self, run: Run) -> tuple[int, int]:
+        if not self.tasks or len(self.tasks) != len(self.weights):
+            raise ValueError(f"weighted source: need one weight per task; got {len(self.tasks)} tasks, "
+                             f"{len(self.weights)} weights")
+        if min(self.weights) < 0 or not sum(self.weights) > 0:
+            raise ValueError("weighted source: weights must be ≥ 0 with a positive sum")
+        return (run.seed, 0)
+
+    def sample(self, state: tuple[int, int], rng, n):
+        seed, t = state
+        picks = random.Random(f"{self.key}:{seed}:{t}").choices(range(len(self.tasks)), self.weights, k=n)
+        return (seed, t + 1), [TaskRef((Path(self.tasks[i]).name,), Path(self.tasks[i])) for i in picks]
+
+    def update(self, state, results):
+        return state
+
+    def done(self, state) -> bool:
+        return False
+
+    def summary(self, state: tuple[int, int]) -> dict:
+        return {"draws": state[1]}

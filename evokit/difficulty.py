@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evokit.catalog import SCENARIOS, SKILLS, compatible, pair_weight
-from evokit.catalog.registry import _load
+from evokit.catalog.registry import load_catalog
 from evokit.plan import Plan
 
 
@@ -136,7 +136,7 @@ def catalog_reference() -> Reference:
     techniques. Consequence (by design): a scenario edit that keeps the skill leaves the
     skill term unchanged unless m differs between the two situations.
     """
-    _load()
+    load_catalog()
     scen, sk = tuple(sorted(SCENARIOS)), tuple(sorted(SKILLS))
     ps = np.array([SCENARIOS[s].prior for s in scen], dtype=float)
     total_k = sum(SKILLS[k].prior for k in sk)
@@ -151,7 +151,7 @@ def empirical_reference(plans: Iterable[Plan], alpha: float = 0.5) -> Reference:
     p(σ) = (n_σ + α) / (N + α·|S|);  p(κ | σ) = (n_σκ + α) / (n_σ + α·|K_σ|) over the skills
     compatible with σ (incompatible pairs keep probability 0).
     """
-    _load()
+    load_catalog()
     scen, sk = tuple(sorted(SCENARIOS)), tuple(sorted(SKILLS))
     n_s, n_sk = Counter(), Counter()
     for plan in plans:
@@ -177,7 +177,7 @@ def llm_reference(client, goal: str = "", *, scenarios: Sequence[str] | None = N
     call each). The LLM's broad-world-knowledge prior is what EE means by p_T; restrict
     ``scenarios``/``skills`` to make it cheaper.
     """
-    _load()
+    load_catalog()
     scen = tuple(scenarios or sorted(SCENARIOS))
     sk = tuple(skills or sorted(SKILLS))
     g = goal or "a task in a Linux terminal"

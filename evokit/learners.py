@@ -64,6 +64,7 @@ import math
 import re
 import zlib
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -74,7 +75,15 @@ from torch import nn
 
 from evokit.catalog import OUT_DIR, CatalogError
 from evokit.difficulty import Reference, catalog_reference
-from evokit.grpo import group_advantages
+from evokit.grpo import (
+    GroupStats,
+    batch_stats,
+    clipped_policy_loss,
+    exact_kl,
+    group_advantages,
+    group_stats,
+    usable,
+)
 from evokit.plan import Plan, PlanError, Step, compose
 from evokit.rollout import Episode, Rollout, rollout_group
 from evokit.tasks import read_metadata
@@ -329,11 +338,25 @@ def _max_turns(task: Task | str | Path) -> int:
 
 
 def collect_groups(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, group_size: int = 8,
-                   workers: int = 2, seed: int = 0, greedy: bool = False) -> list[list[Rollout]]:
-    """One GRPO group per task (``group_size`` rollouts, max_turns = the task's number of steps)."""
+                   workers: int = 2, seed: int = 0, greedy: bool = False, groups_at_once: int = 1,
+                   seeds: Sequence[int] | None = None) -> list[list[Rollout]]:
+    """One GRPO group per task (``group_size`` rollouts, ``workers`` at once; max_turns = the task's steps).
+
+    ``groups_at_once`` groups run in parallel; group n's rollouts are seeded by ``seeds[n]`` (default
+    ``seed·1000 + n``) whatever the parallelism, so the rollouts do not depend on it.
+    """
     actor = LearnerPolicy(policy, greedy=greedy)
-    return [rollout_group(actor, t, group_size=group_size, workers=workers, max_turns=_max_turns(t),
-                          seed=seed * 1000 + n) for n, t in enumerate(tasks)]
+    seeds = list(seeds) if seeds is not None else [seed * 1000 + n for n in range(len(tasks))]
+
+    def one(job):
+        n, t = job
+        return rollout_group(actor, t, group_size=group_size, workers=workers, max_turns=_max_turns(t),
+                             seed=seeds[n])
+
+    if groups_at_once <= 1:
+        return [one(job) for job in enumerate(tasks)]
+    with ThreadPoolExecutor(groups_at_once) as pool:
+        return list(pool.map(one, enumerate(tasks)))
 
 
 def evaluate(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, n: int = 8, seed: int = 0,
@@ -348,10 +371,10 @@ def evaluate_per_task(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *
     """Per-task pass rate over ``n`` sampled (or greedy) rollouts, keyed by task folder name."""
     out = {}
     for group in collect_groups(policy, tasks, group_size=n, workers=workers, seed=seed, greedy=greedy):
-        rewards = [r.reward for r in group if not r.masked and r.reward is not None]
-        if not rewards:
+        g = group_stats(group)
+        if not g.n:
             raise RuntimeError(f"{group[0].task}: every rollout was masked: {group[0].error}")
-        out[group[0].task] = float(np.mean(rewards))
+        out[group[0].task] = g.mean_reward
     return out
 
 
@@ -362,30 +385,25 @@ def grpo_update(policy: SkillPolicy, optimizer: torch.optim.Optimizer, groups: S
                 max_grad_norm: float | None = None) -> dict[str, float]:
     """One GRPO update from groups of rollouts (one group per task); returns metrics.
 
-    Advantages per group (:func:`evokit.grpo.group_advantages`, ``scale="none"`` for Dr.GRPO);
-    masked rollouts are left out; a group with fewer than two usable rollouts or equal
-    rewards is dead. Loss (deviation 6): −mean over steps of min(ρ·Â, clip(ρ, 1−ε, 1+ε_high)·Â)
-    with ρ = π_θ(κ̂)/π_old(κ̂), plus ``beta_kl``·KL(π_θ ‖ π_ref) (deviation 5; ``ref_policy``
-    is a frozen copy of the initial policy, :func:`frozen_copy`). ``epochs`` passes over the batch.
+    Group statistics, advantages, the clipped surrogate and the KL all come from
+    :mod:`evokit.grpo` (``scale="none"`` for Dr.GRPO). Rollouts that are not usable
+    (:func:`evokit.grpo.usable`) or recorded no step are left out; a dead group contributes
+    nothing. Loss (deviation 6): −mean over steps of min(ρ·Â, clip(ρ, 1−ε, 1+ε_high)·Â) with
+    ρ = π_θ(κ̂)/π_old(κ̂), plus ``beta_kl``·KL(π_θ ‖ π_ref) (deviation 5; ``ref_policy`` is a
+    frozen copy of the initial policy, :func:`frozen_copy`). ``epochs`` passes over the batch.
     """
     rows: list[tuple[dict, float]] = []
-    rewards_all: list[float] = []
-    n_groups = n_dead = n_partial = 0
+    stats = []
     for group in groups:
-        usable = [r for r in group if not r.masked and r.reward is not None and r.info.get("steps")]
-        rewards = [float(r.reward) for r in usable]
-        rewards_all += rewards
-        n_groups += 1
-        if len(rewards) < 2 or len(set(rewards)) == 1:
-            n_dead += 1
+        kept = [r for r in group if usable(r) and r.info.get("steps")]
+        g = group_stats(kept)
+        stats.append(GroupStats(g.rewards, len(group) - len(kept)))
+        if g.dead:
             continue
-        n_partial += int(any(x >= 1.0 for x in rewards) and not all(x >= 1.0 for x in rewards))
-        adv = group_advantages([rewards], scale=scale)[0]
-        rows += [(step, float(a)) for r, a in zip(usable, adv, strict=True) for step in r.info["steps"]]
+        adv = group_advantages([list(g.rewards)], scale=scale)[0]
+        rows += [(step, float(a)) for r, a in zip(kept, adv, strict=True) for step in r.info["steps"]]
     metrics = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "grad_norm": 0.0, "n_steps": len(rows),
-               "n_groups": n_groups, "dead_group_share": n_dead / max(n_groups, 1),
-               "partially_solved_share": n_partial / max(n_groups, 1),
-               "mean_reward": float(np.mean(rewards_all)) if rewards_all else float("nan")}
+               **batch_stats(stats)}
     if not rows:
         return metrics
     s_ids = torch.tensor([policy._scenario_id(st["scenario"]) for st, _ in rows])
@@ -399,33 +417,56 @@ def grpo_update(policy: SkillPolicy, optimizer: torch.optim.Optimizer, groups: S
     mask &= policy.compatible[s_ids]
     old = torch.tensor([st["logp"] for st, _ in rows])
     adv = torch.tensor([a for _, a in rows])
-    hi = clip if clip_high is None else clip_high
     use_kl = bool(beta_kl) and ref_policy is not None
     if use_kl:
         with torch.no_grad():
-            # −inf outside the candidates; zeroed there so that no NaN reaches the gradient
-            ref_lp = torch.log_softmax(ref_policy.logits(s_ids, x, mask), dim=-1).masked_fill(~mask, 0.0)
+            ref_lp = torch.log_softmax(ref_policy.logits(s_ids, x, mask), dim=-1)
     for _ in range(epochs):
         lp_all = torch.log_softmax(policy.logits(s_ids, x, mask), dim=-1)
-        lp = lp_all.gather(1, chosen[:, None])[:, 0]
-        ratio = torch.exp(lp - old)
-        surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + hi) * adv)
-        loss = -surrogate.mean()
-        kl = torch.zeros(())
-        if use_kl:
-            lp_c = lp_all.masked_fill(~mask, 0.0)
-            kl = (lp_c.exp().masked_fill(~mask, 0.0) * (lp_c - ref_lp)).sum(-1).mean()
-            loss = loss + beta_kl * kl
+        loss, clip_fraction = clipped_policy_loss(lp_all.gather(1, chosen[:, None])[:, 0], old, adv,
+                                                  eps_low=clip, eps_high=clip if clip_high is None else clip_high)
+        kl = exact_kl(lp_all, ref_lp, mask).mean() if use_kl else torch.zeros(())
+        loss = loss + beta_kl * kl if use_kl else loss
         optimizer.zero_grad()
         loss.backward()
         params = [p for p in policy.parameters() if p.requires_grad]
         norm = torch.nn.utils.clip_grad_norm_(params, max_grad_norm if max_grad_norm else math.inf)
         optimizer.step()
-        with torch.no_grad():
-            active = ((ratio < 1 - clip) & (adv < 0)) | ((ratio > 1 + hi) & (adv > 0))
         metrics.update(loss=float(loss.detach()), kl=float(kl.detach()), grad_norm=float(norm),
-                       clip_fraction=float(active.float().mean()))
+                       clip_fraction=clip_fraction)
     return metrics
+
+
+# ------------------------------------------------------------------- supervised fine-tuning
+def solution_targets(policy: SkillPolicy, tasks: Sequence[str | Path]):
+    """(scenario ids, goal features, reference skill ids) of every step of ``tasks``' reference solutions."""
+    sid, goals, skills = [], [], []
+    for t in tasks:
+        plan, _ = task_plan(t)
+        for st, g in zip(plan.steps, step_goals((Path(t) / "instruction.md").read_text(), len(plan)), strict=True):
+            sid.append(policy._scenario_id(st.scenario))
+            goals.append(goal_features(g, policy.config.n_features))
+            skills.append(policy._skill_id(st.skill))
+    return torch.tensor(sid), policy.features(goals), torch.tensor(skills)
+
+
+def fine_tune_on_solutions(policy: SkillPolicy, tasks: Sequence[str | Path], *, steps: int, lr: float) -> list[float]:
+    """Supervised fine-tuning on reference solutions (a reference solution is a successful trajectory).
+
+    Full-batch Adam on −mean log π(κ_ref | σ, g) over the steps of ``tasks``' reference solutions;
+    returns the losses. EE's step 0 (rejection-sampling fine-tuning) at CPU scale, see
+    :func:`evokit.studies.warm_start.warm_policy`.
+    """
+    sid, x, y = solution_targets(policy, tasks)
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        loss = -torch.log_softmax(policy.logits(sid, x), dim=-1).gather(1, y[:, None]).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
 
 
 def frozen_copy(policy: SkillPolicy) -> SkillPolicy:

@@ -13,7 +13,7 @@ fenced block), validate it with the caller's function, and on failure send the v
 error back and retry, raising :class:`LLMReplyError` with every error once the retry budget
 is spent. Prompts live as files in ``evokit/prompts/`` (:func:`prompt`).
 
-**Seeds.** Calls take an optional ``seed`` (see :func:`call_seed`), sent as the OpenAI ``seed``
+**Seeds.** Calls take an optional ``seed`` (see :func:`evokit.seeding.call_seed`), sent as the OpenAI ``seed``
 parameter, so that the same question asked again (a resumed run) is sampled the same way.
 llama.cpp's server and vLLM honour it (same seed, prompt and server → same reply); hosted APIs
 may not: OpenAI treats it as best effort, and through litellm it is sent only to providers that
@@ -23,7 +23,6 @@ as far as the endpoint is. :class:`ChatReply` and :class:`LLMReplyError` say whi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -35,22 +34,14 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from evokit.seeding import call_seed
+
 T = TypeVar("T")
 LABELS = [chr(c) for c in range(ord("A"), ord("Z") + 1)] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
 
 
 class LLMError(RuntimeError):
     """The endpoint failed (down, timed out, HTTP error); the message names the endpoint."""
-
-
-def call_seed(*parts) -> int:
-    """A 31-bit seed from ``parts`` (e.g. run seed, lineage, generation, role, round): same parts, same seed.
-
-    >>> call_seed(0, "L000", 1, "propose", 0) == call_seed(0, "L000", 1, "propose", 0)
-    True
-    """
-    digest = hashlib.sha256(":".join(map(str, ("evokit-llm", *parts))).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 class LLMReplyError(ValueError):

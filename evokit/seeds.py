@@ -24,7 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from evokit.catalog import SCENARIOS, pair_weight, skills_for
-from evokit.catalog.registry import _load
+from evokit.catalog.registry import load_catalog
 from evokit.difficulty import catalog_reference, score
 from evokit.plan import Plan, PlanError, Step, compose, render
 from evokit.tasks import Lineage, content_hash
@@ -49,7 +49,7 @@ def _choose_skill(rng: random.Random, scenario: str, rare: bool) -> str:
 
 def sample_plan(spec: SeedSpec, rng: random.Random, render_seed: int) -> Plan:
     """A random plan for one seed (rendering checks each dependency as it grows)."""
-    _load()
+    load_catalog()
     in_domain = sorted(s for s, v in SCENARIOS.items() if v.domain == spec.domain)
     scen = rng.choice(in_domain)
     steps = [Step(scen, _choose_skill(rng, scen, spec.rare))]
@@ -66,7 +66,7 @@ def sample_plan(spec: SeedSpec, rng: random.Random, render_seed: int) -> Plan:
 
 def seed_specs(n: int, seed: int, min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS) -> list[SeedSpec]:
     """Seed i: domain ``i mod D`` (shuffled order), length cycling ``min_steps..max_steps``, rare on odd i."""
-    _load()
+    load_catalog()
     if not 1 <= min_steps <= max_steps:
         raise ValueError(f"need 1 <= min_steps <= max_steps, got {min_steps}, {max_steps}")
     domains = sorted({s.domain for s in SCENARIOS.values()})

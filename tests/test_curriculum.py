@@ -2,7 +2,8 @@
 and a non-strict inequality, next k, next generation, end of lineage, gaps, the starting
 generation), several lineages at once, asynchronous (stale) updates; random order covers every
 environment uniformly (chi-square with a fixed seed); D_T order serves environments by ascending D_T;
-the common Curriculum interface drives all three.
+each is a task source (evokit.sources) that a generic loop drives through the one protocol; the
+p_T-weighted sampler draws in proportion to its weights.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from evokit.curriculum import (
     ELConfig,
     EnvRow,
     RandomOrder,
+    Weighted,
     dt_current,
     dt_init,
     dt_sample,
@@ -28,11 +30,13 @@ from evokit.curriculum import (
     el_sample,
     el_update,
     env_rows,
+    lineage_envs,
     lineage_sizes,
-    make_curriculum,
     random_init,
     random_sample,
 )
+from evokit.grpo import GroupStats
+from evokit.sources import GroupResult, Run, make_source
 
 SIZES = [1, 2, 3]  # N_{i,g}: the seed (g = 0), two environments in g = 1, three in g = 2
 STRICT, LOOSE = ELConfig(), ELConfig(strict=False)
@@ -86,7 +90,8 @@ def test_el_starting_generation(cfg, sizes, expected):
 
 def test_successes_needed_to_advance():
     """With B = 8: strict > 6/8 needs 7 successes; the prose's ≥ needs 6."""
-    assert STRICT.successes_to_advance == 7 and LOOSE.successes_to_advance == 6
+    assert STRICT.successes_to_advance(8) == 7 and LOOSE.successes_to_advance(8) == 6
+    assert STRICT.successes_to_advance(4) == 4  # B = 4: 3/4 is not > 6/8
 
 
 def test_always_passing_walks_every_environment_in_order():
@@ -198,24 +203,58 @@ ROWS = [EnvRow("a", 0, 1, 0.5), EnvRow("a", 1, 1, 4.0), EnvRow("a", 1, 2, 6.0), 
         EnvRow("b", 0, 1, 0.7), EnvRow("b", 1, 1, 5.0)]
 
 
+def result(ref, pass_rate: float, n: int = 8) -> GroupResult:
+    solved = round(pass_rate * n)
+    return GroupResult(ref, GroupStats((1.0,) * solved + (0.0,) * (n - solved), 0))
+
+
 @pytest.mark.parametrize(("name", "kind"), [("el", EL), ("random", RandomOrder), ("dt", DTOrder)])
-def test_one_interface_for_all_three(name, kind):
-    """make_curriculum builds each order over the same evolved environments; a generic loop drives it."""
-    cur, state = make_curriculum(name, ROWS)
-    assert isinstance(cur, kind) and cur.name == name
+def test_one_interface_for_all_three(name, kind, tmp_path):
+    """make_source builds each order over the same evolved environments; a generic loop drives it."""
+    rows = [r._replace(path=tmp_path / f"{r.lineage}-{r.generation}-{r.k}") for r in ROWS]
+    src = make_source(name, envs=tuple(rows))
+    assert isinstance(src, kind) and src.name == name
+    state = src.init(Run(8, seed=0))
     rng = np.random.default_rng(0)
     served = set()
     for _ in range(50):
-        if cur.done(state):
+        if src.done(state):
             break
-        state, envs = cur.sample(state, rng, 2)
-        for env in envs:
-            served.add(env)
-            assert env[1] >= 1  # seeds (generation 0) are not served by default
-            state = cur.update(state, env, 1.0)
+        state, refs = src.sample(state, rng, 2)
+        for ref in refs:
+            served.add(ref.key)
+            assert ref.key[1] >= 1  # seeds (generation 0) are not served by default
+            assert ref.path == tmp_path / "-".join(map(str, ref.key))
+        state = src.update(state, [result(ref, 1.0) for ref in refs])
+        assert isinstance(src.summary(state), dict)
     evolved = {(r.lineage, r.generation, r.k) for r in ROWS if r.generation >= 1}
     assert served == evolved
-    assert cur.done(state) == (name != "random")
+    assert src.done(state) == (name != "random")
+
+
+def test_el_source_ignores_groups_without_usable_rollouts(tmp_path):
+    """A group whose rollouts were all masked (no p̂) leaves EL where it is; a failing one too."""
+    src = make_source("el", envs=lineage_envs({"L": [tmp_path / "a", tmp_path / "b"]}))
+    state = src.init(Run(4))
+    state, refs = src.sample(state, np.random.default_rng(0), 1)
+    assert refs[0].key == ("L", 1, 1) and refs[0].path == tmp_path / "a"
+    state = src.update(state, [GroupResult(refs[0], GroupStats((), 4)), result(refs[0], 0.25, 4)])
+    assert el_current(state) == [("L", 1, 1)]
+    state = src.update(state, [result(refs[0], 1.0, 4)])
+    assert el_current(state) == [("L", 2, 1)]
+
+
+def test_weighted_source_draws_in_proportion(tmp_path):
+    """The p_T-weighted sampler: draws ∝ weights (with replacement), pass rates change nothing."""
+    tasks = (tmp_path / "common", tmp_path / "rare")
+    src = Weighted(tasks, (0.9, 0.1))
+    state = src.init(Run(8))
+    state, refs = src.sample(state, np.random.default_rng(0), 4000)
+    share = sum(r.path == tasks[0] for r in refs) / 4000
+    assert share == pytest.approx(0.9, abs=0.02)
+    assert src.update(state, [result(refs[0], 1.0)]) == state
+    with pytest.raises(ValueError, match="one weight per task"):
+        Weighted(tasks, (1.0,)).init(Run(8))
 
 
 def test_env_rows_and_sizes_from_store_records():
@@ -226,13 +265,14 @@ def test_env_rows_and_sizes_from_store_records():
     assert lineage_sizes(rows) == {"s1": [1, 1], "s2": [0, 1]}
     with pytest.raises(ValueError, match="k must run"):
         lineage_sizes([EnvRow("x", 1, 2)])
-    with pytest.raises(ValueError, match="unknown curriculum"):
-        make_curriculum("plr", ROWS)
+    with pytest.raises(ValueError, match="unknown task source 'nope'"):
+        make_source("nope", envs=tuple(ROWS))
 
 
 def test_config_validation():
-    """τ outside [0, 1], B < 1 and a negative start generation are refused with the field's name."""
-    for bad, field in (({"tau": 1.5}, "tau"), ({"rollouts": 0}, "rollouts"), ({"start_generation": -1},
-                                                                               "start_generation")):
+    """τ outside [0, 1] and a negative start generation are refused with the field's name; B < 1 by the run."""
+    for bad, field in (({"tau": 1.5}, "tau"), ({"start_generation": -1}, "start_generation")):
         with pytest.raises(ValueError, match=field):
             ELConfig(**bad)
+    with pytest.raises(ValueError, match="group size B"):
+        Run(0)

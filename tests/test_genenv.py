@@ -247,7 +247,7 @@ def test_simulator_makes_tasks_harder_as_well_as_easier(plans):
     long = [(p, 1.0) for p in plans if len(p) == SIM.max_len]
     harder = rwr_update(easy, long, lr=3.0, kl_coef=0.1, init_sim=SIM, max_kl=math.inf, max_step_kl=0.1)
     assert mean_length(harder) > mean_length(relaxed)
-    assert rwr_update(SIM, [], kl_coef=0.1, init_sim=SIM) is SIM  # at π_init with nothing kept: no step
+    assert rwr_update(SIM, [], lr=3.0, kl_coef=0.1, init_sim=SIM) is SIM  # at π_init with nothing kept: no step
 
 
 def test_kl_to_the_initial_simulator_stays_under_the_cap(plans):
@@ -258,14 +258,14 @@ def test_kl_to_the_initial_simulator_stays_under_the_cap(plans):
         sim = rwr_update(sim, records, lr=5.0, kl_coef=0.0, init_sim=SIM, max_kl=cap)
         assert simulator_kl(sim, SIM) <= cap
     assert simulator_kl(sim, SIM) > 0.9 * cap
-    step = rwr_update(SIM, records, lr=5.0, kl_coef=0.0, max_step_kl=1e-4)
+    step = rwr_update(SIM, records, lr=5.0, kl_coef=0.0, max_step_kl=1e-4)  # max_kl: off by default
     assert simulator_kl(step, SIM) <= 1e-4
 
 
 def test_random_simulator_never_changes(plans):
     """GenEnv's baseline: the same generator, returned unchanged by rwr_update."""
     rnd = random_simulator()
-    out = rwr_update(rnd, [(p, 3.0) for p in plans], lr=1.0)
+    out = rwr_update(rnd, [(p, 3.0) for p in plans], lr=1.0, kl_coef=0.1)
     assert out is rnd and out.updates == 0
     for t, table in rnd.tables().items():
         np.testing.assert_array_equal(table, SIM.tables()[t])
@@ -274,33 +274,32 @@ def test_random_simulator_never_changes(plans):
 def test_rwr_update_refuses_bad_records(plans):
     """Negative weights and plans the simulator cannot generate are errors, not silently skipped."""
     with pytest.raises(ValueError, match="weight"):
-        rwr_update(SIM, [(plans[0], -1.0)])
+        rwr_update(SIM, [(plans[0], -1.0)], lr=1.0, kl_coef=0.1)
     long = Plan(tuple(Step("text-list", "distinct-values") for _ in range(SIM.max_len + 1)))
     with pytest.raises(ValueError, match="cannot generate"):
-        rwr_update(SIM, [(long, 1.0)])
-    assert rwr_update(SIM, [(plans[0], 0.0)]) is SIM  # no weight: nothing to learn
+        rwr_update(SIM, [(long, 1.0)], lr=1.0, kl_coef=0.1)
+    assert rwr_update(SIM, [(plans[0], 0.0)], lr=1.0, kl_coef=0.1) is SIM  # no weight: nothing to learn
 
 
-def test_config_defaults_and_doctests():
-    """GenEnvConfig carries the paper's values (α 0.5, k_min 0.1, λ 1.0, batch 64, 10 epochs); doctests hold."""
+def test_one_config_with_the_papers_values_and_doctests():
+    """GenEnvConfig carries the paper's values from evokit.reference (α 0.5, k_min 0.1, λ 1.0), RWR on the pool
+    by default; bad values name the field; the package's doctests hold."""
     import doctest
 
-    import evokit.genenv
+    import evokit.genenv.reward
+    import evokit.genenv.simulator
+    from evokit import reference
     from evokit.genenv import GenEnvConfig
 
     cfg = GenEnvConfig()
-    assert (cfg.alpha, cfg.k_min, cfg.lam, cfg.batch_size, cfg.epochs, cfg.rollouts_per_task) == (0.5, 0.1, 1.0,
-                                                                                                 64, 10, 4)
+    assert (cfg.alpha, cfg.k_min, cfg.lam) == (reference.GENENV_ALPHA, reference.GENENV_K_MIN,
+                                               reference.GENENV_LAMBDA) == (0.5, 0.1, 1.0)
+    assert cfg.sim_data == "pool" and cfg.max_step_kl == 0.1 and cfg.max_kl == math.inf
     with pytest.raises(ValueError, match="β > 0"):
         GenEnvConfig(beta=0)
-    result = doctest.testmod(evokit.genenv)
-    assert result.attempted > 0 and result.failed == 0
-
-
-def test_loop_config_rwr_data():
-    """The training loop's simulator step uses the accumulated pool D_env by default ("epoch": D̃_env,t alone)."""
-    from evokit.train import GenEnvConfig as LoopConfig
-
-    assert LoopConfig().sim_data == "pool" and LoopConfig(sim_data="epoch").sim_data == "epoch"
     with pytest.raises(ValueError, match="sim_data"):
-        LoopConfig(sim_data="all")
+        GenEnvConfig(sim_data="all")
+    for mod in (evokit.genenv.reward, evokit.genenv.simulator):
+        result = doctest.testmod(mod)
+        assert result.failed == 0
+    assert doctest.testmod(evokit.genenv.reward).attempted > 0

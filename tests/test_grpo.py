@@ -7,15 +7,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from evokit.grpo import (
+    GroupStats,
+    batch_stats,
     clipped_policy_loss,
     dead_group_probability,
-    dead_group_share,
+    exact_kl,
     group_advantages,
+    group_stats,
     kl_penalty,
-    partially_solved_share,
+    usable,
 )
+
+
+def stats(rows) -> list[GroupStats]:
+    return [GroupStats(tuple(float(x) for x in r), 0) for r in np.asarray(rows)]
 
 
 def test_advantages_with_std_scaling_match_the_formula():
@@ -68,6 +76,7 @@ def test_advantage_input_errors():
 def test_clipping_behaviour(ratio, adv, eps_low, eps_high, loss, clipped):
     """−min(ρÂ, clip(ρ, 1−ε_low, 1+ε_high)Â) element by element, and the clip fraction counts active clips."""
     got, frac = clipped_policy_loss([np.log(ratio)], [0.0], [adv], eps_low, eps_high)
+    got = float(got)
     assert got == pytest.approx(loss)
     assert frac == (1.0 if clipped else 0.0)
 
@@ -78,7 +87,7 @@ def test_clipped_loss_broadcasts_sequence_advantages_and_masks_padding():
     old = np.zeros_like(new)
     mask = np.array([[True, True, False], [True, True, True]])
     loss, frac = clipped_policy_loss(new, old, [[1.0], [-2.0]], mask=mask)
-    assert loss == pytest.approx((-1.0 - 1.2 + 2.0 + 2.0 + 2.0) / 5)
+    assert float(loss) == pytest.approx((-1.0 - 1.2 + 2.0 + 2.0 + 2.0) / 5)
     assert frac == pytest.approx(1 / 5)
     with pytest.raises(ValueError, match="mask"):
         clipped_policy_loss([0.0], [0.0], [1.0], mask=[False])
@@ -88,18 +97,56 @@ def test_k3_is_nonnegative_and_unbiased():
     """E_{x∼π}[k3(x)] = KL(π ‖ π_ref) exactly on a categorical; k3 ≥ 0 and = 0 when π = π_ref."""
     p = np.array([0.5, 0.3, 0.2])
     q = np.array([0.2, 0.2, 0.6])
-    k3 = kl_penalty(np.log(p), np.log(q))
+    k3 = kl_penalty(np.log(p), np.log(q)).numpy()
     assert np.all(k3 >= 0)
     assert (p * k3).sum() == pytest.approx((p * np.log(p / q)).sum())
-    assert np.all(kl_penalty(np.log(p), np.log(p)) == 0.0)
+    assert np.all(kl_penalty(np.log(p), np.log(p)).numpy() == 0.0)
+
+
+def test_clipped_loss_gradient_is_the_surrogate_gradient():
+    """The loss keeps the graph: ∂loss/∂log π_new = −ρ·Â where unclipped, 0 where the clip is active."""
+    new = torch.tensor([0.0, np.log(2.0)], requires_grad=True)
+    loss, _ = clipped_policy_loss(new, torch.zeros(2), torch.tensor([1.0, 1.0]))
+    loss.backward()
+    assert new.grad.tolist() == pytest.approx([-0.5, 0.0])
+
+
+def test_exact_kl_matches_the_categorical_formula_and_ignores_masked_entries():
+    """Σ π log(π/π_ref) over the allowed entries; −inf outside the mask contributes nothing (no NaN)."""
+    p, q = torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.2, 0.2, 0.6])
+    mask = torch.tensor([[True, True, True, False]])
+    lp = torch.log(torch.cat([p, torch.zeros(1)]))[None]
+    lq = torch.log(torch.cat([q, torch.zeros(1)]))[None]
+    assert float(exact_kl(lp, lq, mask)) == pytest.approx(float((p * torch.log(p / q)).sum()), rel=1e-5)
 
 
 def test_group_shares():
     """Dead = all rewards equal (any value); partially solved = 1..G−1 successes."""
-    r = np.array([[0, 0, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 1, 0], [0.5, 0.5, 0.5, 0.5]])
-    assert dead_group_share(r) == pytest.approx(3 / 5)
-    assert partially_solved_share(r) == pytest.approx(2 / 5)
-    assert partially_solved_share(r, success=0.5) == pytest.approx(2 / 5)  # the 0.5 group: all succeed
+    r = [[0, 0, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0], [1, 1, 1, 0], [0.5, 0.5, 0.5, 0.5]]
+    s = batch_stats(stats(r))
+    assert s["dead_group_share"] == pytest.approx(3 / 5)
+    assert s["partially_solved_share"] == pytest.approx(2 / 5)
+    assert s["fully_solved"] == 1 and s["unsolved"] == 2  # the 0.5 group solves nothing
+    half = [GroupStats(g.rewards, 0, success=0.5) for g in stats(r)]
+    assert batch_stats(half)["partially_solved_share"] == pytest.approx(2 / 5)  # the 0.5 group: all succeed
+
+
+def test_fractional_rewards_dead_means_equal_rewards_not_equal_successes():
+    """A group of rewards (0.2, 0.6) solves nothing yet is live: its advantages are not 0."""
+    g = GroupStats((0.2, 0.6), 0)
+    assert g.solved == 0 and g.pass_rate == 0.0 and not g.dead and not g.partially_solved
+    assert np.any(group_advantages([list(g.rewards)]) != 0)
+
+
+def test_masked_rollouts_count_in_no_statistic_but_the_masked_share():
+    """The one usable-rollout rule: masked, missing or non-finite rewards are left out."""
+    rows = [{"reward": 1.0, "masked": False}, {"reward": 0.0, "masked": False}, {"reward": 1.0, "masked": True},
+            {"reward": None, "masked": False}, {"reward": float("nan"), "masked": False}]
+    assert [usable(r) for r in rows] == [True, True, False, False, False]
+    g = group_stats(rows)
+    assert (g.n, g.masked, g.pass_rate) == (2, 3, 0.5)
+    assert batch_stats([g])["masked_share"] == pytest.approx(3 / 5)
+    assert group_stats([{"reward": None, "masked": True}] * 3).pass_rate is None
 
 
 def test_dead_group_probability_values_from_papers_md():
@@ -117,7 +164,8 @@ def test_dead_group_probability_matches_simulated_groups():
     rng = np.random.default_rng(0)
     for p in (0.05, 0.3, 0.9):
         groups = rng.random((40_000, 8)) < p
-        assert dead_group_share(groups.astype(float)) == pytest.approx(dead_group_probability(p, 8), abs=0.01)
+        share = batch_stats(stats(groups.astype(float)))["dead_group_share"]
+        assert share == pytest.approx(dead_group_probability(p, 8), abs=0.01)
 
 
 def test_doctests():

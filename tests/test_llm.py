@@ -10,7 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from evokit.llm import LLMClient, LLMReplyError, call_seed
+from evokit.llm import LLMClient, LLMReplyError
+from evokit.seeding import call_seed
 
 
 class FakeCompletions:

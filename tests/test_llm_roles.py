@@ -21,9 +21,10 @@ from evokit.evolve.edits import Edit
 from evokit.evolve.harness import role_seed
 from evokit.evolve.llm_roles import LLMModifier, LLMProposer, LLMReviewer, llm_backend
 from evokit.lineage import LineageStore
-from evokit.llm import LLMClient, LLMReplyError, call_seed
+from evokit.llm import LLMClient, LLMReplyError
 from evokit.local_llm import LocalServer
 from evokit.plan import Plan, Step, render
+from evokit.seeding import call_seed
 from evokit.seeds import make_seeds
 from evokit.tasks import Lineage, load_task, read_metadata
 

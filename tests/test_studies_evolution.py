@@ -12,10 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from evokit import rows as rw
 from evokit.catalog import pairs
 from evokit.studies import evolution_analysis as ev
+from evokit.studies import folder
 from evokit.studies import reference_solver as rs
-from evokit.studies import rows as rw
 
 
 def env(setting, lineage, g, pass_rate, *, direction=None, parent=None, turns=None, length=2, d=None, mut=0.5):
@@ -93,10 +94,10 @@ def test_curves_mean_and_sem():
 
 
 def test_study_folder_refuses_other_parameters(tmp_path):
-    rw.check_study(tmp_path, {"n_seeds": 4, "generations": 8})
-    rw.check_study(tmp_path, {"n_seeds": 4, "generations": 8})  # same: resume
-    with pytest.raises(rw.StudyError, match="generations"):
-        rw.check_study(tmp_path, {"n_seeds": 4, "generations": 15})
+    folder.check_study(tmp_path, {"n_seeds": 4, "generations": 8})
+    folder.check_study(tmp_path, {"n_seeds": 4, "generations": 8})  # same: resume
+    with pytest.raises(folder.StudyError, match="generations"):
+        folder.check_study(tmp_path, {"n_seeds": 4, "generations": 15})
 
 
 def test_pair_tasks_cover_the_catalog(tmp_path):
@@ -111,7 +112,7 @@ def test_reference_solver_is_cached_by_its_settings(tmp_path):
     """A tiny warm-up trains, saves and reloads; other settings retrain."""
     a = rs.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
     assert (tmp_path / "reference_solver.pt").exists()
-    assert len(rw.read_rows(tmp_path / "reference_solver.jsonl")) == 1
+    assert len(rw.read_rows(tmp_path / "reference_solver_run" / "steps.jsonl")) == 1
     cache = rs.pass_rate_cache(tmp_path, seed=0, rollouts=8)
     rw.append_rows(cache, [{"content_hash": "0" * 16, "pass_rate": 0.5, "turns": 2.0}])
     b = rs.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
@@ -119,7 +120,7 @@ def test_reference_solver_is_cached_by_its_settings(tmp_path):
     assert all(torch_equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
     rs.reference_solver(tmp_path, warmup_steps=2, tasks_per_step=2, group_size=2, workers=2, progress=False)
     assert json.loads((tmp_path / "reference_solver.json").read_text())["params"]["warmup_steps"] == 2
-    assert len(rw.read_rows(tmp_path / "reference_solver.jsonl")) == 2
+    assert len(rw.read_rows(tmp_path / "reference_solver_run" / "steps.jsonl")) == 2
     assert not cache.exists()  # a retrained solver does not inherit the old one's pass rates
 
 

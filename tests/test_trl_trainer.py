@@ -25,7 +25,7 @@ What is checked (HF_HUB_OFFLINE=1, no GPU):
 7. ``benchmarks/gpu_check.py --device cpu`` runs (built model and tokenizer, no sandbox).
 
 The chat-template checks are in ``test_trl_trainer_models.py``, the schedulers' in
-``test_trl_trainer_tasks.py``, GenEnv's LLM-simulator update in ``test_trl_trainer_simulator.py``.
+``test_trl_trainer_sources.py``, GenEnv's LLM-simulator update in ``test_trl_trainer_simulator.py``.
 """
 
 from __future__ import annotations
@@ -40,41 +40,19 @@ os.environ.update(HARBOR_TELEMETRY="0", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE
 
 import torch  # noqa: E402  (required: the train extra; a missing TRL must fail, not skip)
 import trl  # noqa: E402,F401  (required: a missing TRL must fail, not skip)
+from trl_support import SOLVE, SYSTEM, TINY, scripted_sampler  # noqa: E402
 
 from evokit import trl_trainer as T  # noqa: E402
-from evokit.curriculum import ELConfig, el_init, el_update  # noqa: E402
+from evokit.curriculum import EL, ELConfig, el_init, el_update, lineage_envs  # noqa: E402
 from evokit.plan import Plan, Step, render  # noqa: E402
-
-SYSTEM = "Solve the task with the bash tool."
-SOLVE = "mkdir -p /app/out && cat /app/step1/hosts.txt | LC_ALL=C sort -u > /app/out/step1.txt"
-WINDOW = 8  # tokens of context that select the scripted next token
-
-
-def _call(command: str) -> str:
-    return "<tool_call>\n" + json.dumps({"name": "bash", "arguments": {"command": command}}) + "\n</tool_call><|im_end|>"
-
-
-VARIANTS = [  # (completion, bias); softmax over the biases gives the odds at the branching token
-    (_call(SOLVE), 40.0 + 0.6931),
-    (_call("true"), 40.0 + 0.6931),
-    ('<tool_call>\n{"name": "bash", "arguments": {"command": "ls"\n</tool_call><|im_end|>', 40.0),  # bad JSON
-    (_call("sleep 600"), 40.0),  # hangs: killed after command_timeout_sec
-]
-
-
-def scripted_sampler(tokenizer, instruction: str) -> dict:
-    """generation_kwargs that make any model write one of VARIANTS, then "Done." after the tool's answer."""
-    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": instruction}]
-    call = {"type": "function", "function": {"name": "bash", "arguments": {"command": "true"}}}
-    ids = lambda m: tokenizer.apply_chat_template(m, tools=T.tool_schema(), add_generation_prompt=True,  # noqa: E731
-                                                     tokenize=True, return_dict=True)["input_ids"]
-    after_tool = [*msgs, {"role": "assistant", "content": "", "tool_calls": [call]},
-                  {"role": "tool", "name": "bash", "content": ""}]
-    return T.scripted_sampler(tokenizer, [(ids(msgs), VARIANTS), (ids(after_tool), [("Done.<|im_end|>", 40.0)])],
-                              window=WINDOW)
-
+from evokit.sources import Run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def el_source(lineage, el: ELConfig = ELConfig()) -> EL:
+    """EE's EL over one lineage whose generations are the given task folders."""
+    return EL(lineage_envs({"L": lineage}), el)
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +67,6 @@ def lineage(tmp_path_factory):
     return [render(Plan((Step("text-list", "distinct-values"),)), s, root / f"g{s}") for s in (0, 1)]
 
 
-TINY = dict(group_size=4, tasks_per_step=2, max_completion_length=96, max_turns=2, command_timeout_sec=1.0,
-            learning_rate=1e-3, system_prompt=SYSTEM, temperature=1.0, cpu_threads=1)
-
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory, tokenizer, lineage):
@@ -99,12 +74,11 @@ def tiny_run(tmp_path_factory, tokenizer, lineage):
     out = tmp_path_factory.mktemp("tiny-run")
     model = T.tiny_llama(tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
-    el = ELConfig(rollouts=4, tau=0.0)
-    sched = T.CurriculumTasks.from_lineages({"L": lineage}, "el", el)
+    el = ELConfig(tau=0.0)
     cfg = T.LLMTrainConfig(steps=2, generation_kwargs=scripted_sampler(tokenizer, (lineage[0] / "instruction.md")
                                                                        .read_text()), **TINY)
-    trainer = T.train_llm(model, sched, out, cfg, tokenizer=tokenizer, progress=False)
-    return {"out": out, "model": trainer.model, "before": before, "sched": sched, "el": el, "cfg": cfg}
+    trainer = T.train_llm(model, el_source(lineage, el), out, cfg, tokenizer=tokenizer, progress=False)
+    return {"out": out, "model": trainer.model, "before": before, "sched": trainer.scheduler, "el": el, "cfg": cfg}
 
 
 def rows(path):
@@ -161,20 +135,19 @@ def test_second_call_resumes_from_the_checkpoint(tiny_run, tokenizer, lineage):
     """Calling train_llm again with steps=3 runs only step 3, from checkpoint-2 (scheduler state included)."""
     out = tiny_run["out"]
     assert T.last_checkpoint(out / "trl").name == "checkpoint-2"
-    sched = T.CurriculumTasks.from_lineages({"L": lineage}, "el", tiny_run["el"])
     cfg = dataclasses.replace(tiny_run["cfg"], steps=3)
-    T.train_llm(T.tiny_llama(tokenizer), sched, out, cfg, tokenizer=tokenizer, progress=False)
+    trainer = T.train_llm(T.tiny_llama(tokenizer), el_source(lineage, tiny_run["el"]), out, cfg, tokenizer=tokenizer,
+                          progress=False)
     assert [r["step"] for r in rows(out / "steps.jsonl")] == [1, 2, 3]
-    assert sched.batches == 3
+    assert trainer.scheduler.batches == 3
 
 
 def test_smollm2_completes_a_step_with_the_el_sampler(tmp_path, lineage):
     """The real 135M model (GGUF → trainable directory) takes a GRPO step on tasks EL chose."""
     model, tok = T.load_policy("smollm2")
-    sched = T.CurriculumTasks.from_lineages({"L": lineage}, "el", ELConfig(rollouts=2))
     cfg = T.LLMTrainConfig(steps=1, group_size=2, tasks_per_step=1, max_completion_length=32, max_turns=1,
                            command_timeout_sec=5.0, learning_rate=1e-6, system_prompt=SYSTEM, cpu_threads=1)
-    T.train_llm(model, sched, tmp_path, cfg, tokenizer=tok, progress=False)
+    T.train_llm(model, el_source(lineage), tmp_path, cfg, tokenizer=tok, progress=False)
     (row,) = rows(tmp_path / "steps.jsonl")
     assert row["served"][0]["env"] == ["L", 1, 1]  # EL serves the lineage's first environment
     assert "frac_reward_zero_std" in row and len(rows(tmp_path / "rollouts.jsonl")) == 2
@@ -183,7 +156,7 @@ def test_smollm2_completes_a_step_with_the_el_sampler(tmp_path, lineage):
 def test_instruction_longer_than_the_context_is_a_setup_error(tmp_path, tokenizer, lineage):
     """A task whose prompt + max_completion_length exceeds the model's positions is named at set-up."""
     model = T.tiny_llama(tokenizer, max_positions=256)
-    sched = T.CurriculumTasks.from_lineages({"L": lineage}, "el")
+    sched = T.Scheduler(el_source(lineage), Run(8, 0, tmp_path))
     with pytest.raises(T.SetupError, match="cannot fit the model's context"):
         T.build_trainer(model, tokenizer, sched, tmp_path, T.LLMTrainConfig(max_completion_length=128))
 

@@ -28,14 +28,14 @@ def register_skill(k: Skill) -> Skill:
     return k
 
 
-def _load() -> None:
+def load_catalog() -> None:
     # Importing the packages runs their register_* calls (idempotent: modules import once).
     import evokit.catalog.scenarios  # noqa: F401
     import evokit.catalog.skills  # noqa: F401
 
 
 def scenario(name: str) -> Scenario:
-    _load()
+    load_catalog()
     try:
         return SCENARIOS[name]
     except KeyError:
@@ -43,7 +43,7 @@ def scenario(name: str) -> Scenario:
 
 
 def skill(name: str) -> Skill:
-    _load()
+    load_catalog()
     try:
         return SKILLS[name]
     except KeyError:
@@ -64,15 +64,15 @@ def pair_weight(scenario_name: str, skill_name: str) -> float:
 
 def pairs() -> list[tuple[str, str]]:
     """Every compatible (scenario, skill) pair, sorted."""
-    _load()
+    load_catalog()
     return sorted((s, k) for s in SCENARIOS for k in SKILLS if compatible(s, k))
 
 
 def skills_for(scenario_name: str) -> list[str]:
-    _load()
+    load_catalog()
     return sorted(k for k in SKILLS if compatible(scenario_name, k))
 
 
 def scenarios_for(skill_name: str) -> list[str]:
-    _load()
+    load_catalog()
     return sorted(s for s in SCENARIOS if compatible(s, skill_name))

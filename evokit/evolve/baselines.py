@@ -43,7 +43,7 @@ from pathlib import Path
 
 from evokit.catalog import skills_for
 from evokit.difficulty import catalog_reference, score
-from evokit.evolve.harness import _verdict_summary
+from evokit.evolve.harness import verdict_summary
 from evokit.lineage import EnvRecord, LineageStore
 from evokit.plan import Plan, PlanError, Step, compose, render
 from evokit.seeds import MAX_STEPS, MIN_STEPS
@@ -72,7 +72,7 @@ def _store_task(store: LineageStore, folder: Path, lineage: str, generation: int
     name, h = store.add_task(folder)
     rec = EnvRecord(lineage, generation, k, name, h, None, None, None, {
         "plan": plan.to_records(), "difficulty": score(plan, catalog_reference()).as_dict(),
-        "verdict": _verdict_summary(verdict), "seconds": round(time.monotonic() - t0, 3), **extra})
+        "verdict": verdict_summary(verdict), "seconds": round(time.monotonic() - t0, 3), **extra})
     store.add_env(rec)
     return rec
 

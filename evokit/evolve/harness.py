@@ -40,8 +40,9 @@ from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
 from evokit.evolve.metrics import mutation
 from evokit.evolve.review import PlanReviewer
 from evokit.lineage import EnvRecord, LineageStore
-from evokit.llm import LLMReplyError, call_seed
+from evokit.llm import LLMReplyError
 from evokit.plan import Plan, render
+from evokit.seeding import call_seed
 from evokit.tasks import EvokitMetadata, Lineage, read_metadata, write_metadata
 from evokit.verify import Verdict, VerifyConfig, verify_task
 
@@ -172,7 +173,7 @@ def plan_difficulty(plan: Plan, ref: Reference) -> dict:
     return score(plan, ref).as_dict()
 
 
-def _verdict_summary(v: Verdict) -> dict:
+def verdict_summary(v: Verdict) -> dict:
     return {"passed": v.passed, "failures": [f"{c.name}: {c.reason}" for c in v.failures],
             "rewards": v.rewards}
 
@@ -249,7 +250,7 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 name, h = store.add_task(folder)
                 rec = EnvRecord(lineage, g, 1, name, h, parent.content_hash, edit.direction, edit.effort, {
                     "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,
-                    "mutation": mut, "verdict": _verdict_summary(verdict), "attempts": attempt + 1,
+                    "mutation": mut, "verdict": verdict_summary(verdict), "attempts": attempt + 1,
                     "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage(), **seeded})
                 store.add_env(rec)
                 return rec

@@ -1,7 +1,7 @@
 """EE's curricula study: EL vs random order (vs D_T order) on the same evolved store, from the same warm policy.
 
 Rows per curriculum: ``train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl``
-(:func:`evokit.train.train_curriculum`); notebooks ``ee_el_scheduler`` and ``ee_trajectory_growth``.
+(:func:`evokit.train.train`); notebooks ``ee_el_scheduler`` and ``ee_trajectory_growth``.
 
 **One command per turn** (departure from EE). The learner issues one shell command per plan step
 and never reads outputs, so turns per trajectory equal the length of the plan it is served and
@@ -12,46 +12,45 @@ turns per trajectory, as EL unlocks later (longer) generations.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from evokit.curriculum import store_envs
+from evokit.learners import PolicyConfig
 from evokit.rows import read_rows
-from evokit.seeds import MAX_STEPS, MIN_STEPS
-from evokit.studies.rows import check_study
-from evokit.studies.warm_start import (
-    WARMUP_STEPS,
-    initial_state,
-    seed_store,
-    start_from,
-    warm_policy,
-)
-from evokit.train import TrainConfig, train_curriculum
+from evokit.sources import make_source
+from evokit.studies.folder import check_study
+from evokit.studies.warm_start import EEStudy, seed_store, warm_policy
+from evokit.train import TrainConfig, train
 
 
-def curricula_study(results_dir: str | Path, *, n_seeds: int, generations: int, steps: int, group_size: int = 8,
-                    tasks_per_step: int = 2, seed: int = 0, workers: int = 2,
-                    curricula: Sequence[str] = ("el", "random"), warmup_steps: int = WARMUP_STEPS,
-                    seed_steps: Sequence[int] = (MIN_STEPS, MAX_STEPS)) -> Path:
+@dataclass(frozen=True)
+class CurriculaStudy(EEStudy):
+    """EE's curricula study: the shared sizes and which curricula to compare."""
+
+    curricula: tuple[str, ...] = ("el", "random")
+
+
+def curricula_study(results_dir: str | Path, study: CurriculaStudy = CurriculaStudy(), *, workers: int = 2) -> Path:
     """Seeds → evolved lineages → one GRPO run per curriculum, same store, same warm policy, same seeds.
 
-    Rows: ``train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl`` (:func:`evokit.train.train_curriculum`);
+    Rows: ``train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl`` (:func:`evokit.train.train`);
     read them with :func:`curricula_frame`.
     """
     out = Path(results_dir)
-    check_study(out, {"study": "curricula", "n_seeds": n_seeds, "generations": generations, "steps": steps,
-                        "group_size": group_size, "tasks_per_step": tasks_per_step, "seed": seed,
-                        "curricula": list(curricula), "warmup_steps": warmup_steps, "seed_steps": list(seed_steps)})
-    _, store = seed_store(out, n_seeds=n_seeds, generations=generations, seed=seed, workers=workers,
-                          seed_steps=seed_steps)
-    cfg = TrainConfig(steps=steps, tasks_per_step=tasks_per_step, group_size=group_size, seed=seed, workers=workers,
-                      eval_every=0)
-    policy = warm_policy(out, cfg, steps=warmup_steps)
-    for name in curricula:
-        run = out / "train" / name
-        start_from(run, cfg, policy.state_dict(), initial_state(name, store, cfg))
-        train_curriculum(store, name, run, cfg, progress=False)
+    check_study(out, {"study": "curricula", **asdict(study)})
+    _, store = seed_store(out, n_seeds=study.n_seeds, generations=study.generations, seed=study.seed, workers=workers,
+                          seed_steps=study.seed_steps)
+    cfg = TrainConfig(steps=study.steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
+                      seed=study.seed, workers=workers, eval_every=0)
+    policy = warm_policy(out, study.seed, steps=study.warmup_steps)
+    envs = store_envs(store)
+    for name in study.curricula:
+        train(make_source(name, envs=envs), PolicyConfig(), out / "train" / name, cfg, init_policy=policy,
+              progress=False)
     return out
 
 

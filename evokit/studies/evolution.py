@@ -32,8 +32,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from evokit.evolve import EvolveConfig, evolve
+from evokit.rows import append_rows, read_rows
 from evokit.seeds import make_seeds
 from evokit.studies.evolution_analysis import MUTATIONS, PARTS
+from evokit.studies.folder import PhaseClock, StudyError, check_study
 from evokit.studies.reference_solver import (
     ROLLOUTS,
     WARMUP_STEPS,
@@ -43,7 +45,6 @@ from evokit.studies.reference_solver import (
     pass_rate_cache,
     reference_solver,
 )
-from evokit.studies.rows import PhaseClock, StudyError, append_rows, check_study, read_rows
 from evokit.verify import verify_task
 
 __all__ = ["StudyError", "env_row", "evolution_study", "pair_tasks", "quickstart", "read_rows", "store_name"]

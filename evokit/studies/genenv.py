@@ -1,10 +1,10 @@
 """GenEnv's studies: the co-evolution loop (learning vs random simulator), data efficiency, and the theory.
 
-Rows: ``<simulator>/steps.jsonl`` and pools (:func:`evokit.train.train_genenv`), ``data_efficiency.jsonl``,
+Rows: ``<simulator>/steps.jsonl`` and pools (:func:`evokit.train.train` with :class:`evokit.genenv.GenEnvSource`), ``data_efficiency.jsonl``,
 and the theory's ``signal``/``dead_groups``/``theorem1.jsonl``; notebooks ``genenv_alpha``,
 ``genenv_vs_random``, ``genenv_data_efficiency`` and ``genenv_theory``. The agent is the untrained CPU
 learner (GenEnv's loop starts from the base model); the simulator is :class:`evokit.genenv.Simulator`
-with the settings of :class:`evokit.train.GenEnvConfig`, whose docstring states how they depart from
+with the settings of :class:`evokit.genenv.GenEnvConfig`, whose docstring states how they depart from
 the paper.
 """
 
@@ -16,48 +16,74 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from evokit import genenv
+from evokit.curriculum import RandomOrder, store_envs
 from evokit.difficulty import catalog_reference, score
+from evokit.genenv import GenEnvConfig, GenEnvSource
 from evokit.grpo import dead_group_probability
-from evokit.learners import evaluate, task_plan
+from evokit.learners import PolicyConfig, evaluate, task_plan
 from evokit.lineage import EnvRecord, LineageStore
 from evokit.plan import render
-from evokit.rows import read_rows
+from evokit.rows import append_rows, read_rows
 from evokit.seeds import MAX_STEPS, MIN_STEPS, make_seeds
+from evokit.studies.folder import check_study
 from evokit.studies.methods import ROLLOUTS
-from evokit.studies.rows import append_rows, check_study
-from evokit.studies.warm_start import new_policy
 from evokit.tasks import Lineage
-from evokit.train import GenEnvConfig, TrainConfig, train_curriculum, train_genenv
+from evokit.train import TrainConfig, new_policy, train
 
 # ============================================================================ GenEnv: the loop
 SIMULATORS = ("learning", "random")
 
 
-def genenv_study(results_dir: str | Path, *, epochs: int, batches_per_epoch: int, tasks_per_batch: int,
-                 rollouts: int, seed: int = 0, workers: int = 2, simulators: Sequence[str] = SIMULATORS) -> Path:
+@dataclass(frozen=True)
+class GenEnvSizes:
+    """A GenEnv run's sizes: an epoch is ``batches_per_epoch`` batches of ``tasks_per_batch`` tasks, each tried
+    ``rollouts`` times (the GRPO group). A study's config is what ``study.json`` records and a notebook overrides."""
+
+    epochs: int = 12
+    batches_per_epoch: int = 16
+    tasks_per_batch: int = 1
+    rollouts: int = 5
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class GenEnvStudy(GenEnvSizes):
+    """GenEnv's loop with the learning simulator and the random one."""
+
+    simulators: tuple[str, ...] = SIMULATORS
+
+
+def genenv_study(results_dir: str | Path, study: GenEnvStudy = GenEnvStudy(), *, workers: int = 2) -> Path:
     """GenEnv's co-evolution loop with the learning simulator and the random (never updated) one.
 
-    Rows: ``<simulator>/steps.jsonl`` (one per epoch) and the two pools (:func:`evokit.train.train_genenv`);
-    read them with :func:`genenv_frame`.
+    Rows: ``<simulator>/steps.jsonl`` (one per epoch) and the two pools (:func:`evokit.train.train` on
+    :class:`evokit.genenv.GenEnvSource`); read them with :func:`genenv_frame`.
     """
     out = Path(results_dir)
-    unknown = sorted(set(simulators) - set(SIMULATORS))
+    unknown = sorted(set(study.simulators) - set(SIMULATORS))
     if unknown:
         raise ValueError(f"unknown simulators {unknown}; choose from {SIMULATORS}")
-    check_study(out, {"study": "genenv", "epochs": epochs, "batches_per_epoch": batches_per_epoch,
-                        "tasks_per_batch": tasks_per_batch, "rollouts": rollouts, "seed": seed,
-                        "simulators": list(simulators)})
-    for sim in simulators:
-        train_genenv(out / sim, TrainConfig(seed=seed, workers=workers, eval_every=0),
-                     GenEnvConfig(epochs=epochs, batches_per_epoch=batches_per_epoch, tasks_per_batch=tasks_per_batch,
-                                  rollouts=rollouts, learning=sim == "learning"), progress=False)
+    check_study(out, {"study": "genenv", **asdict(study)})
+    for sim in study.simulators:
+        _genenv_run(out / sim, epochs=study.epochs, batches_per_epoch=study.batches_per_epoch,
+                    tasks_per_batch=study.tasks_per_batch, rollouts=study.rollouts, seed=study.seed, workers=workers, learning=sim == "learning")
     return out
+
+
+def _genenv_run(out: Path, *, epochs: int, batches_per_epoch: int, tasks_per_batch: int, rollouts: int, seed: int,
+                workers: int, learning: bool) -> Path:
+    """One GenEnv run of the CPU learner: an epoch is a step of ``batches_per_epoch`` × ``tasks_per_batch`` tasks."""
+    cfg = TrainConfig(steps=epochs, tasks_per_step=batches_per_epoch * tasks_per_batch, group_size=rollouts,
+                      seed=seed, workers=workers, eval_every=0)
+    source = GenEnvSource(GenEnvConfig(tasks_per_batch=tasks_per_batch, learning=learning))
+    return train(source, PolicyConfig(), out, cfg, progress=False)
 
 
 def genenv_frame(results_dir: str | Path) -> pd.DataFrame:
@@ -67,14 +93,16 @@ def genenv_frame(results_dir: str | Path) -> pd.DataFrame:
         run = Path(results_dir) / sim
         if not run.exists():
             continue
-        gcfg = json.loads((run / "config.json").read_text())["genenv"]
-        per_epoch = gcfg["batches_per_epoch"] * gcfg["tasks_per_batch"]
+        run_cfg = json.loads((run / "config.json").read_text())
+        per_epoch = run_cfg["config"]["tasks_per_step"]
+        batches = per_epoch // run_cfg["source"]["config"]["tasks_per_batch"]
         for r in read_rows(run / "steps.jsonl"):
-            rows.append({"simulator": sim, "epoch": r["step"] + 1, "success": r["success"], "r_env": r["r_env"],
-                         "kept_share": r["kept_share"], "fully_solved": r["fully_solved"], "unsolved": r["unsolved"],
-                         "tasks": per_epoch, "batches": gcfg["batches_per_epoch"],
+            g = r["scheduler"]  # the GenEnv source's summary after this epoch's batch step
+            rows.append({"simulator": sim, "epoch": r["step"] + 1, "success": g["success"], "r_env": g["r_env"],
+                         "kept_share": g["kept_share"], "fully_solved": r["fully_solved"], "unsolved": r["unsolved"],
+                         "tasks": per_epoch, "batches": batches,
                          "fully_solved_share": r["fully_solved"] / per_epoch, "unsolved_share": r["unsolved"] / per_epoch,
-                         "mean_length": r["mean_length"], "turns": r["turns"], "sim_kl": r["sim_kl"],
+                         "mean_length": g["mean_length"], "turns": r["turns"], "sim_kl": g["sim_kl"],
                          "mean_d_theta": r.get("mean_d_theta", float("nan")), "mean_d_t": r.get("mean_d_t", float("nan"))})
     return pd.DataFrame(rows)
 
@@ -138,7 +166,7 @@ def _add_task(store: LineageStore, lineage: str, k: int, task_dir: Path) -> None
 
 
 def genenv_pool_tasks(run: Path) -> list[Path]:
-    """Tasks of the D_train pool of a :func:`~evokit.train.train_genenv` run (valid traces), in generation order."""
+    """Tasks of the D_train pool of a :func:`evokit.train.train` GenEnv run (valid traces), in generation order."""
     names = []
     for r in read_rows(run / "pools" / genenv.Pools.FILES["d_train"]):
         if r["task"] not in names:
@@ -159,11 +187,22 @@ def static_tasks(out: Path, n: int, *, seed: int, min_len: int, max_len: int) ->
     return dirs
 
 
-def data_efficiency_study(results_dir: str | Path, *, epochs: int, batches_per_epoch: int, tasks_per_batch: int,
-                          rollouts: int, amounts: Sequence[int], passes: int, n_heldout: int,
-                          group_size: int = 8, tasks_per_step: int = 2, eval_rollouts: int = ROLLOUTS, seed: int = 0,
-                          workers: int = 2, methods: Sequence[str] = DATA_METHODS,
-                          heldout_steps: Sequence[int] = (MIN_STEPS, MAX_STEPS)) -> Path:
+@dataclass(frozen=True)
+class DataEfficiencyStudy(GenEnvSizes):
+    """GenEnv's data efficiency: one learning-simulator run's sizes, then the subsets, passes and held-out set."""
+
+    amounts: tuple[int, ...] = (4, 8, 16)
+    passes: int = 2
+    n_heldout: int = 12
+    group_size: int = 8
+    tasks_per_step: int = 2
+    eval_rollouts: int = ROLLOUTS
+    methods: tuple[str, ...] = DATA_METHODS
+    heldout_steps: tuple[int, int] = (MIN_STEPS, MAX_STEPS)
+
+
+def data_efficiency_study(results_dir: str | Path, study: DataEfficiencyStudy = DataEfficiencyStudy(), *,
+                          workers: int = 2) -> Path:
     """Held-out pass rate vs training tasks: GenEnv's D_train pool vs static augmentation.
 
     1. One learning-simulator GenEnv run (``genenv/``); its D_train pool's tasks, in a seeded
@@ -177,48 +216,45 @@ def data_efficiency_study(results_dir: str | Path, *, epochs: int, batches_per_e
        (amount, method, score, steps).
     """
     out = Path(results_dir)
-    unknown = sorted(set(methods) - set(DATA_METHODS))
+    unknown = sorted(set(study.methods) - set(DATA_METHODS))
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {DATA_METHODS}")
-    check_study(out, {"study": "data_efficiency", "epochs": epochs, "batches_per_epoch": batches_per_epoch,
-                        "tasks_per_batch": tasks_per_batch, "rollouts": rollouts, "amounts": list(amounts),
-                        "passes": passes, "n_heldout": n_heldout, "group_size": group_size,
-                        "tasks_per_step": tasks_per_step, "eval_rollouts": eval_rollouts, "seed": seed,
-                        "methods": list(methods), "heldout_steps": list(heldout_steps)})
-    gcfg = GenEnvConfig(epochs=epochs, batches_per_epoch=batches_per_epoch, tasks_per_batch=tasks_per_batch,
-                        rollouts=rollouts)
-    run = train_genenv(out / "genenv", TrainConfig(seed=seed, workers=workers, eval_every=0), gcfg, progress=False)
+    check_study(out, {"study": "data_efficiency", **asdict(study)})
+    gcfg = GenEnvConfig(tasks_per_batch=study.tasks_per_batch)
+    run = _genenv_run(out / "genenv", epochs=study.epochs, batches_per_epoch=study.batches_per_epoch,
+                      tasks_per_batch=study.tasks_per_batch, rollouts=study.rollouts, seed=study.seed,
+                      workers=workers, learning=True)
     pool = genenv_pool_tasks(run)
-    if max(amounts) > len(pool):
-        raise ValueError(f"amounts go up to {max(amounts)} tasks but the GenEnv pool has {len(pool)}; raise epochs, "
+    if max(study.amounts) > len(pool):
+        raise ValueError(f"amounts go up to {max(study.amounts)} tasks but the GenEnv pool has {len(pool)}; raise epochs, "
                          "batches_per_epoch or tasks_per_batch, or lower the amounts")
-    order = np.random.default_rng([seed, 4_242]).permutation(len(pool)).tolist()
+    order = np.random.default_rng([study.seed, 4_242]).permutation(len(pool)).tolist()
     sources = {"GenEnv": [pool[i] for i in order],
-               "static augmentation": static_tasks(out / "static_tasks", len(pool), seed=seed,
+               "static augmentation": static_tasks(out / "static_tasks", len(pool), seed=study.seed,
                                                    min_len=gcfg.min_len, max_len=gcfg.max_len)}
-    heldout_rows = make_seeds(n_heldout, seed + 2000, out / "heldout", workers=workers, progress=False,
-                              min_steps=heldout_steps[0], max_steps=heldout_steps[1])
+    heldout_rows = make_seeds(study.n_heldout, study.seed + 2000, out / "heldout", workers=workers, progress=False,
+                              min_steps=study.heldout_steps[0], max_steps=study.heldout_steps[1])
     heldout = [out / "heldout" / r["name"] for r in heldout_rows]
     rows_path = out / "data_efficiency.jsonl"
     done = {(r["method"], r["amount"]) for r in read_rows(rows_path)}
     if ("untrained", 0) not in done:
-        base = TrainConfig(seed=seed)
-        rate = evaluate(new_policy(base), heldout, n=eval_rollouts, seed=seed + 7, workers=workers)
+        rate = evaluate(new_policy(PolicyConfig(), study.seed), heldout, n=study.eval_rollouts, seed=study.seed + 7,
+                        workers=workers)
         append_rows(rows_path, [{"method": "untrained", "amount": 0, "score": rate, "steps": 0}])
-    for method in methods:
+    for method in study.methods:
         lineage = "genenv" if method == "GenEnv" else "static"
-        for amount in sorted(amounts):
+        for amount in sorted(study.amounts):
             if (method, amount) in done:
                 continue
             store = LineageStore(out / "subsets" / lineage / f"a{amount:04d}" / "store")
             for k, task in enumerate(sources[method][:amount], 1):
                 _add_task(store, lineage, k, task)
-            n_steps = math.ceil(passes * amount / tasks_per_step)
-            cfg = TrainConfig(steps=n_steps, tasks_per_step=tasks_per_step, group_size=group_size, seed=seed,
-                              workers=workers, eval_every=n_steps, eval_rollouts=eval_rollouts)
-            train = train_curriculum(store, "random", out / "subsets" / lineage / f"a{amount:04d}" / "train", cfg,
-                                     eval_tasks=heldout, progress=False)
-            score_ = read_rows(train / "evals.jsonl")[-1]["pass_rate"]
+            n_steps = math.ceil(study.passes * amount / study.tasks_per_step)
+            cfg = TrainConfig(steps=n_steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
+                              seed=study.seed, workers=workers, eval_every=n_steps, eval_rollouts=study.eval_rollouts)
+            run_dir = train(RandomOrder(store_envs(store)), PolicyConfig(), out / "subsets" / lineage /
+                            f"a{amount:04d}" / "train", cfg, eval_tasks=heldout, progress=False)
+            score_ = read_rows(run_dir / "evals.jsonl")[-1]["pass_rate"]
             append_rows(rows_path, [{"method": method, "amount": amount, "score": score_, "steps": n_steps}])
     return out
 

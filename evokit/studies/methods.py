@@ -6,10 +6,10 @@ How the setting departs from EE:
 * **Baselines' order.** Evolution is trained with EL (its lineages have generations to climb);
   the environment ensemble and co-evolution have no lineages to climb, so they are served in
   random order over the environments they have made so far.
-* **Co-evolution windows.** The weakness bank starts from the warm policy's rollouts on the
-  seeds and is updated from each window's training rollouts; every ``refresh_every`` steps a new
-  round is synthesised and the policy continues (same weights, optimizer and step count) on all
-  rounds so far. Rounds split the same environment budget as evolution's store.
+* **Co-evolution's refresh** is a task source (:class:`evokit.evolve.coevolution.Coevolution`): the
+  weakness bank starts from the warm policy's rollouts on the seeds and takes every step's
+  rollouts; every ``refresh_every`` steps a new round is synthesised and the one run continues on
+  all rounds so far. Rounds split the same environment budget as evolution's store.
 """
 
 from __future__ import annotations
@@ -18,34 +18,23 @@ import json
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
-import torch
 
-from evokit.evolve.baselines import (
-    CoevolutionConfig,
-    WeaknessBank,
-    coevolve_round,
-    ensemble,
-    update_bank,
-)
-from evokit.learners import SkillPolicy, collect_groups, evaluate, task_plan
+from evokit.curriculum import RandomOrder, store_envs
+from evokit.evolve.baselines import CoevolutionConfig, WeaknessBank, ensemble, update_bank
+from evokit.evolve.coevolution import Coevolution, bank_records, split_budget
+from evokit.grpo import group_stats
+from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, evaluate
 from evokit.lineage import LineageStore
 from evokit.rollout import write_rows
 from evokit.rows import read_rows
-from evokit.seeds import MAX_STEPS, MIN_STEPS
-from evokit.studies.rows import check_study
-from evokit.studies.warm_start import (
-    WARMUP_STEPS,
-    initial_state,
-    seed_store,
-    start_from,
-    warm_policy,
-)
-from evokit.train import TrainConfig, train_curriculum
+from evokit.sources import make_source
+from evokit.studies.folder import check_study
+from evokit.studies.warm_start import EEStudy, seed_store, warm_policy
+from evokit.train import TrainConfig, train
 
 MIN_FAILED = 3  # the ensemble needs parts; if fewer seeds are failed, the hardest seeds are used
 ROLLOUTS = 8  # EE: pass rates over 8 rollouts
@@ -64,30 +53,34 @@ def _groups_cached(path: Path, policy: SkillPolicy, tasks: Sequence[Path], *, gr
 
 
 def pass_rates(rows: Sequence[dict]) -> dict[str, float]:
-    """Per-task pass rate of rollout rows (masked rollouts left out)."""
-    by: dict[str, list[float]] = {}
+    """Per-task mean reward of rollout rows over the usable rollouts (:func:`evokit.grpo.group_stats`)."""
+    by: dict[str, list[dict]] = {}
     for r in rows:
-        if not r["masked"] and r["reward"] is not None:
-            by.setdefault(r["task"], []).append(float(r["reward"]))
-    return {t: float(np.mean(v)) for t, v in by.items()}
-
-
-def bank_records(rows: Sequence[dict], task_dirs: Sequence[Path]) -> list[dict]:
-    """Rollout rows as :func:`~evokit.evolve.baselines.update_bank` records (plan + per-step results)."""
-    plans = {Path(d).name: task_plan(d)[0] for d in task_dirs}
-    return [{"plan": plans[r["task"]], "step_results": r["rewards"]} for r in rows
-            if not r["masked"] and r["rewards"] and r["task"] in plans]
+        by.setdefault(r["task"], []).append(r)
+    return {t: g.mean_reward for t, v in by.items() if (g := group_stats(v)).n}
 
 
 
 METHODS = ("evolution", "co-evolution", "ensemble")
 
 
-def methods_study(results_dir: str | Path, *, n_seeds: int, generations: int, steps: int, refresh_every: int,
-                  n_heldout: int, heldout_generations: int, eval_every: int, group_size: int = 8,
-                  tasks_per_step: int = 2, eval_rollouts: int = ROLLOUTS, seed: int = 0, workers: int = 2,
-                  methods: Sequence[str] = METHODS, evolution_curriculum: str = "el",
-                  warmup_steps: int = WARMUP_STEPS, seed_steps: Sequence[int] = (MIN_STEPS, MAX_STEPS)) -> Path:
+@dataclass(frozen=True)
+class MethodsStudy(EEStudy):
+    """EE §5.1's method comparison: the shared sizes, co-evolution's refresh, the held-out set, the methods."""
+
+    n_seeds: int = 6
+    generations: int = 3
+    steps: int = 20
+    refresh_every: int = 10
+    n_heldout: int = 4
+    heldout_generations: int = 2
+    eval_every: int = 5
+    eval_rollouts: int = ROLLOUTS
+    methods: tuple[str, ...] = METHODS
+    evolution_curriculum: str = "el"
+
+
+def methods_study(results_dir: str | Path, study: MethodsStudy = MethodsStudy(), *, workers: int = 2) -> Path:
     """EE §5.1: evolution vs co-evolution vs environment ensemble, with the same number of environments.
 
     The budget N is the number of evolved environments (generations ≥ 1) in the evolution store.
@@ -99,82 +92,57 @@ def methods_study(results_dir: str | Path, *, n_seeds: int, generations: int, st
     ``train/<method>/…/steps.jsonl``, ``evals.jsonl``, ``initial_eval.json``; see :func:`methods_frame`.
     """
     out = Path(results_dir)
-    unknown = sorted(set(methods) - set(METHODS))
+    unknown = sorted(set(study.methods) - set(METHODS))
     if unknown:
         raise ValueError(f"unknown methods {unknown}; choose from {METHODS}")
-    check_study(out, {"study": "methods", "n_seeds": n_seeds, "generations": generations, "steps": steps,
-                        "refresh_every": refresh_every, "n_heldout": n_heldout,
-                        "heldout_generations": heldout_generations, "eval_every": eval_every,
-                        "group_size": group_size, "tasks_per_step": tasks_per_step, "eval_rollouts": eval_rollouts,
-                        "seed": seed, "methods": list(methods), "evolution_curriculum": evolution_curriculum,
-                        "warmup_steps": warmup_steps, "seed_steps": list(seed_steps)})
-    seeds, store = seed_store(out, n_seeds=n_seeds, generations=generations, seed=seed, workers=workers,
-                              seed_steps=seed_steps)
+    check_study(out, {"study": "methods", **asdict(study)})
+    seeds, store = seed_store(out, n_seeds=study.n_seeds, generations=study.generations, seed=study.seed,
+                              workers=workers,
+                              seed_steps=study.seed_steps)
     budget = sum(e.generation >= 1 for e in store.envs())
-    _, held = seed_store(out, n_seeds=n_heldout, generations=heldout_generations, seed=seed + 1000,
-                         workers=workers, seed_steps=seed_steps, name="heldout_")
+    _, held = seed_store(out, n_seeds=study.n_heldout, generations=study.heldout_generations, seed=study.seed + 1000,
+                         workers=workers, seed_steps=study.seed_steps, name="heldout_")
     heldout = sorted(held.path(e) for e in held.envs() if e.generation >= 1)
-    cfg = TrainConfig(steps=steps, tasks_per_step=tasks_per_step, group_size=group_size, seed=seed, workers=workers,
-                      eval_every=eval_every, eval_rollouts=eval_rollouts)
-    policy = warm_policy(out, cfg, steps=warmup_steps)
+    cfg = TrainConfig(steps=study.steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
+                      seed=study.seed, workers=workers,
+                      eval_every=study.eval_every, eval_rollouts=study.eval_rollouts)
+    policy = warm_policy(out, study.seed, steps=study.warmup_steps)
     initial = out / "initial_eval.json"
     if not initial.exists():  # step 0 of every method: the same warm policy
-        rate = evaluate(policy, heldout, n=eval_rollouts, seed=seed + 7, workers=workers)
+        rate = evaluate(policy, heldout, n=study.eval_rollouts, seed=study.seed + 7, workers=workers)
         initial.write_text(json.dumps({"pass_rate": rate, "heldout_tasks": len(heldout), "budget": budget}))
     seed_rows = _groups_cached(out / "seed_rollouts.jsonl", policy, seeds, group_size=ROLLOUTS, workers=workers,
-                               seed=seed * 7 + 3)
-    for method in methods:
+                               seed=study.seed * 7 + 3)
+    for method in study.methods:
         run = out / "train" / method
         if method == "evolution":
-            start_from(run, cfg, policy.state_dict(), initial_state(evolution_curriculum, store, cfg))
-            train_curriculum(store, evolution_curriculum, run, cfg, eval_tasks=heldout, progress=False)
+            train(make_source(study.evolution_curriculum, envs=store_envs(store)), PolicyConfig(), run, cfg,
+                  init_policy=policy, eval_tasks=heldout, progress=False)
         elif method == "ensemble":
             rates = pass_rates(seed_rows)
             by_rate = sorted(seeds, key=lambda d: (rates[d.name], d.name))
             failed = [d for d in by_rate if rates[d.name] < 1.0]
             failed = failed if len(failed) >= MIN_FAILED else by_rate[:MIN_FAILED]
             ens = LineageStore(out / "ensemble_store")
-            made = ensemble(failed, ens, budget=budget, seed=seed)
+            made = ensemble(failed, ens, budget=budget, seed=study.seed)
             (out / "ensemble.json").write_text(json.dumps({"failed_seeds": [d.name for d in failed],
                                                            "pass_rates": rates, "made": len(made)}, indent=2))
-            start_from(run, cfg, policy.state_dict(), initial_state("random", ens, cfg))
-            train_curriculum(ens, "random", run, cfg, eval_tasks=heldout, progress=False)
+            train(RandomOrder(store_envs(ens)), PolicyConfig(), run, cfg, init_policy=policy, eval_tasks=heldout,
+                  progress=False)
         else:
             _coevolution(out, run, cfg, policy, seeds, seed_rows, heldout, budget=budget,
-                         refresh_every=refresh_every, seed=seed)
+                         refresh_every=study.refresh_every)
     return out
 
 
 def _coevolution(out: Path, run: Path, cfg: TrainConfig, policy: SkillPolicy, seeds: Sequence[Path],
-                 seed_rows: Sequence[dict], heldout: Sequence[Path], *, budget: int, refresh_every: int,
-                 seed: int) -> None:
-    """Windows of ``refresh_every`` steps; before each, a new round synthesised from the weakness bank."""
+                 seed_rows: Sequence[dict], heldout: Sequence[Path], *, budget: int, refresh_every: int) -> None:
+    """One run on the co-evolution source: a new round from the weakness bank every ``refresh_every`` steps."""
     config = CoevolutionConfig(refresh_every=refresh_every)
-    co = LineageStore(out / "coevolution_store")
-    rounds = math.ceil(cfg.steps / refresh_every)
-    sizes = [budget // rounds + (r < budget % rounds) for r in range(rounds)]
     bank = update_bank(WeaknessBank(), bank_records(seed_rows, seeds), decay=config.decay)
-    previous = None
-    for r in range(rounds):
-        coevolve_round(bank, seeds, co, n=sizes[r], round_index=r + 1, seed=seed, config=config)
-        window = run / f"window-{r}"
-        end = min((r + 1) * refresh_every, cfg.steps)
-        if previous is None:
-            start_from(window, cfg, policy.state_dict(), initial_state("random", co, cfg))
-        else:
-            ck = torch.load(previous / "checkpoint.pt", weights_only=False)
-            start_from(window, cfg, ck["policy"], initial_state("random", co, cfg), step=ck["step"],
-                        optimizer_state=ck["optimizer"])
-        train_curriculum(co, "random", window, replace(cfg, steps=end), eval_tasks=heldout, progress=False)
-        (window / "bank.json").write_text(json.dumps(bank.to_json()))
-        bank = update_bank(bank, bank_records(read_rows(window / "rollouts.jsonl"), [co.path(e) for e in co.envs()]),
-                           decay=config.decay)
-        previous = window
-
-
-def _runs(method_dir: Path) -> list[Path]:
-    windows = sorted(method_dir.glob("window-*"), key=lambda p: int(p.name.split("-")[1]))
-    return windows or [method_dir]
+    sizes = split_budget(budget, math.ceil(cfg.steps / refresh_every))
+    source = Coevolution(tuple(seeds), out / "coevolution_store", sizes, bank, config)
+    train(source, PolicyConfig(), run, cfg, init_policy=policy, eval_tasks=heldout, progress=False)
 
 
 def methods_frame(results_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -187,12 +155,11 @@ def methods_frame(results_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     evals, steps = [], []
     for method_dir in sorted((out / "train").iterdir()):
         evals.append({"method": method_dir.name, "steps_trained": 0, "heldout_pass_rate": initial})
-        for run in _runs(method_dir):
-            evals += [{"method": method_dir.name, "steps_trained": r["step"] + 1, "heldout_pass_rate": r["pass_rate"]}
-                      for r in read_rows(run / "evals.jsonl")]
-            steps += [{"method": method_dir.name, "step": r["step"], "mean_reward": r["mean_reward"],
-                       "partially_solved_share": r["partially_solved_share"], "turns": r["turns"]}
-                      for r in read_rows(run / "steps.jsonl")]
+        evals += [{"method": method_dir.name, "steps_trained": r["step"] + 1, "heldout_pass_rate": r["pass_rate"]}
+                  for r in read_rows(method_dir / "evals.jsonl")]
+        steps += [{"method": method_dir.name, "step": r["step"], "mean_reward": r["mean_reward"],
+                   "partially_solved_share": r["partially_solved_share"], "turns": r["turns"]}
+                  for r in read_rows(method_dir / "steps.jsonl")]
     return pd.DataFrame(evals), pd.DataFrame(steps)
 
 

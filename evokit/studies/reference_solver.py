@@ -24,26 +24,28 @@ store and every notebook, and :func:`measure` keeps a cache of what it has measu
 from __future__ import annotations
 
 import json
-import random
-from collections.abc import Sequence
+import shutil
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from evokit.catalog import pairs
+from evokit.curriculum import Weighted
 from evokit.difficulty import catalog_reference
-from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, grpo_update
+from evokit.grpo import usable
+from evokit.learners import PolicyConfig, SkillPolicy, collect_groups
 from evokit.plan import Plan, PlanError, Step, render
+from evokit.rows import append_rows, read_rows
 from evokit.seeds import make_seeds
-from evokit.studies.rows import StudyError, append_rows, read_rows
+from evokit.studies.folder import StudyError
+from evokit.train import TrainConfig, final_policy, train
 
 ROLLOUTS = 8  # EE: pass rate over 8 rollouts (B = 8)
 WARMUP_STEPS = 40  # GRPO updates of the reference solver's warm-up (ours; EE uses frontier models)
 WARMUP_TASKS = 8  # one-step tasks per warm-up update
-WARMUP_LR = 0.05  # Adam step size of the warm-up (evokit.train's default for the CPU learner)
+WARMUP_LR = 0.05  # Adam step size of the warm-up (ours)
 
 
 # ----------------------------------------------------------------------- the solver
@@ -73,17 +75,6 @@ def pair_prior(scenario: str, skill: str) -> float:
     return float(np.exp(ref.log_scenario[i] + ref.log_skill[i, j]))
 
 
-def _groups(policy: SkillPolicy, tasks: Sequence[Path], seeds: Sequence[int], *, group_size: int,
-            workers: int) -> list[list]:
-    """One group of ``group_size`` rollouts per task, ``workers`` tasks at once (each rollout in its sandbox)."""
-    def one(job):
-        task, s = job
-        return collect_groups(policy, [task], group_size=group_size, workers=group_size, seed=s)[0]
-
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        return list(pool.map(one, zip(tasks, seeds, strict=True)))
-
-
 def reference_solver(results_dir: str | Path, seed: int = 0, warmup_steps: int = WARMUP_STEPS, *,
                      tasks_per_step: int = WARMUP_TASKS, group_size: int = ROLLOUTS, lr: float = WARMUP_LR,
                      workers: int = 2, cache: bool = True, progress: bool = True) -> SkillPolicy:
@@ -96,30 +87,25 @@ def reference_solver(results_dir: str | Path, seed: int = 0, warmup_steps: int =
     p_T(σ)·p_T(κ | σ), as a pretrained model meets common situations and techniques more often;
     and GRPO learns only from partially solved groups, so a rare technique (a group of 8 failures
     teaches nothing) is learned less even when drawn. After warm-up the solver knows common
-    skills well and rare ones less. The weights go to
-    ``results_dir/reference_solver.pt`` (its settings and per-update metrics beside it) and are
+    skills well and rare ones less. The warm-up is :func:`evokit.train.train` on the p_T-weighted
+    source (:class:`evokit.curriculum.Weighted`), its rows in ``results_dir/reference_solver_run``;
+    the weights go to ``results_dir/reference_solver.pt`` (its settings beside it) and are
     reloaded when the settings match.
     """
     out = Path(results_dir)
     out.mkdir(parents=True, exist_ok=True)
-    path, meta_path, log = out / "reference_solver.pt", out / "reference_solver.json", out / "reference_solver.jsonl"
+    path, meta_path, run = out / "reference_solver.pt", out / "reference_solver.json", out / "reference_solver_run"
     params = {"seed": seed, "warmup_steps": warmup_steps, "tasks_per_step": tasks_per_step,
               "group_size": group_size, "lr": lr}
     if cache and path.exists() and meta_path.exists() and json.loads(meta_path.read_text()).get("params") == params:
         return SkillPolicy.load(path)
+    shutil.rmtree(run, ignore_errors=True)  # another solver's run (or no cache wanted): start over
     tasks = pair_tasks(out / "reference_tasks", seed)
-    weights = [pair_prior(t.name.split("__")[0], t.name.split("__")[1]) for t in tasks]
-    torch.manual_seed(seed)
-    policy = SkillPolicy(PolicyConfig(seed=seed))
-    opt = torch.optim.Adam(policy.parameters(), lr=lr)
-    log.unlink(missing_ok=True)
-    for step in tqdm(range(warmup_steps), desc="reference solver warm-up", disable=not progress):
-        rng = random.Random(f"evokit-reference:{seed}:{step}")
-        batch = rng.choices(tasks, weights, k=tasks_per_step)
-        groups = _groups(policy, batch, [seed * 100_003 + step * 101 + i for i in range(len(batch))],
-                         group_size=group_size, workers=workers)
-        metrics = grpo_update(policy, opt, groups)
-        append_rows(log, [{"step": step, **metrics}])
+    source = Weighted(tuple(tasks), tuple(pair_prior(*t.name.split("__")) for t in tasks))
+    cfg = TrainConfig(steps=warmup_steps, tasks_per_step=tasks_per_step, group_size=group_size, lr=lr, seed=seed,
+                      workers=group_size, groups_at_once=workers, eval_every=0, rollout_seeds="reference-warmup")
+    train(source, PolicyConfig(), run, cfg, progress=progress)
+    policy = final_policy(run, PolicyConfig(), seed)
     policy.save(path)
     meta_path.write_text(json.dumps({"params": params, "tasks": len(tasks)}, indent=2))
     # pass rates measured by an earlier solver in this folder are not this one's
@@ -131,12 +117,11 @@ def reference_solver(results_dir: str | Path, seed: int = 0, warmup_steps: int =
 # ------------------------------------------------------------------------ measuring
 def _summary(group) -> dict:
     """Pass rate as :func:`evokit.learners.evaluate_per_task` computes it, plus the mean turns."""
-    usable = [r for r in group if not r.masked and r.reward is not None]
-    if not usable:
+    kept = [r for r in group if usable(r)]
+    if not kept:
         raise RuntimeError(f"{group[0].task}: every rollout was masked: {group[0].error}")
-    return {"pass_rate": float(np.mean([r.reward for r in usable])),
-            "turns": float(np.mean([r.n_turns for r in usable])),
-            "rollouts": len(usable), "masked": len(group) - len(usable)}
+    return {"pass_rate": float(np.mean([r.reward for r in kept])), "turns": float(np.mean([r.n_turns for r in kept])),
+            "rollouts": len(kept), "masked": len(group) - len(kept)}
 
 
 def env_seed(content_hash: str, seed: int) -> int:

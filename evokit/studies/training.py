@@ -1,12 +1,14 @@
 """The training studies: EE's curricula and method comparison, GenEnv's loop, data efficiency and theory.
 
-Each study is one call that computes (or resumes) and writes rows under its results folder; the
+Each study is a frozen config dataclass (``CurriculaStudy``, ``MethodsStudy``, ``GenEnvStudy``,
+``DataEfficiencyStudy``: what ``study.json`` records and what a notebook's parameters override) and
+one call that computes (or resumes) and writes rows under its results folder; the
 notebooks read the rows and draw. Every step is cached on disk: seeds, lineage stores and training
 runs resume where they stopped (:mod:`evokit.seeds`, :mod:`evokit.evolve`, :mod:`evokit.train`), and
 ``study.json`` refuses a results folder made with other parameters. One module per study:
 
-* :mod:`evokit.studies.warm_start` — seeds and evolved lineages, EE's warm start (step 0), and
-  starting a training run from given weights;
+* :mod:`evokit.studies.warm_start` — seeds and evolved lineages, EE's warm start (step 0, an
+  initial policy for :func:`evokit.train.train`);
 * :mod:`evokit.studies.curricula` — EL vs random order (``ee_el_scheduler``, ``ee_trajectory_growth``);
 * :mod:`evokit.studies.methods` — evolution vs co-evolution vs ensemble (``ee_methods``);
 * :mod:`evokit.studies.genenv` — GenEnv's loop, data efficiency and theory (``genenv_alpha``,
@@ -23,10 +25,17 @@ procedural too (tasks of lineages or seeds never trained on).
 from __future__ import annotations
 
 from evokit.rows import read_rows
-from evokit.studies.curricula import curricula_frame, curricula_study, curricula_summary
+from evokit.studies.curricula import (
+    CurriculaStudy,
+    curricula_frame,
+    curricula_study,
+    curricula_summary,
+)
 from evokit.studies.genenv import (
     DATA_METHODS,
     SIMULATORS,
+    DataEfficiencyStudy,
+    GenEnvStudy,
     data_efficiency_frame,
     data_efficiency_study,
     genenv_frame,
@@ -40,25 +49,19 @@ from evokit.studies.methods import (
     METHODS,
     MIN_FAILED,
     ROLLOUTS,
-    bank_records,
+    MethodsStudy,
     environments_per_method,
     methods_frame,
     methods_study,
     pass_rates,
 )
-from evokit.studies.warm_start import (
-    WARMUP_LR,
-    WARMUP_STEPS,
-    fine_tune_on_solutions,
-    seed_store,
-    solution_targets,
-    warm_policy,
-)
+from evokit.studies.warm_start import WARMUP_LR, WARMUP_STEPS, seed_store, warm_policy
 
 __all__ = [
-    "DATA_METHODS", "METHODS", "MIN_FAILED", "ROLLOUTS", "SIMULATORS", "WARMUP_LR", "WARMUP_STEPS",
-    "bank_records", "curricula_frame", "curricula_study", "curricula_summary", "data_efficiency_frame",
-    "data_efficiency_study", "environments_per_method", "fine_tune_on_solutions", "genenv_frame",
+    "DATA_METHODS", "METHODS", "MIN_FAILED", "ROLLOUTS", "SIMULATORS", "WARMUP_LR", "WARMUP_STEPS", "CurriculaStudy",
+    "DataEfficiencyStudy", "GenEnvStudy", "MethodsStudy",
+    "curricula_frame", "curricula_study", "curricula_summary", "data_efficiency_frame",
+    "data_efficiency_study", "environments_per_method", "genenv_frame",
     "genenv_pool_tasks", "genenv_study", "genenv_summary", "methods_frame", "methods_study", "pass_rates",
-    "read_rows", "seed_store", "solution_targets", "static_tasks", "theory_study", "warm_policy",
+    "read_rows", "seed_store", "static_tasks", "theory_study", "warm_policy",
 ]

@@ -1,4 +1,4 @@
-"""The training studies' shared start: seeds and evolved lineages, EE's warm start, and starting a run from it.
+"""The training studies' shared start: seeds and evolved lineages, and EE's warm start (an initial policy).
 
 How the setting departs from EE (stated once here; :mod:`evokit.studies.training` lists the rest):
 
@@ -19,60 +19,34 @@ How the setting departs from EE (stated once here; :mod:`evokit.studies.training
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from evokit.curriculum import ELConfig, make_curriculum
 from evokit.evolve import EvolveConfig, evolve
-from evokit.learners import PolicyConfig, SkillPolicy, goal_features, step_goals, task_plan
+from evokit.learners import PolicyConfig, SkillPolicy, fine_tune_on_solutions
 from evokit.lineage import LineageStore
 from evokit.seeds import MAX_STEPS, MIN_STEPS, make_seeds
 from evokit.studies.reference_solver import pair_tasks
-from evokit.studies.rows import StudyError
-from evokit.train import TrainConfig
+from evokit.train import new_policy
 
 WARMUP_STEPS = 6  # cross-entropy steps of the warm start (ours: partial knowledge, see the docstring)
 WARMUP_LR = 0.05  # Adam step size of the warm start (ours; full-batch cross-entropy, no sampling noise)
 
 
-def new_policy(cfg: TrainConfig) -> SkillPolicy:
-    """The policy :mod:`evokit.train` builds for ``cfg`` (same config, same initialisation)."""
-    return SkillPolicy(PolicyConfig(**{**asdict(cfg.policy), "seed": cfg.seed}))
+@dataclass(frozen=True)
+class EEStudy:
+    """What EE's training studies share: seeds, lineages, the run's sizes, the warm start (``study.json`` records
+    a study's config; a notebook's parameters override it)."""
 
-
-def start_from(out: Path, cfg: TrainConfig, policy_state: dict, curriculum_state, *, step: int = 0,
-                optimizer_state: dict | None = None) -> None:
-    """Make :func:`~evokit.train.train_curriculum` start from given weights instead of a fresh policy.
-
-    ``train_curriculum`` resumes from ``out/checkpoint.pt`` (policy, optimizer, curriculum state,
-    step); writing one before its first call starts the run from the warm policy at step 0, or
-    continues a policy at ``step`` on a grown store (co-evolution's windows). A run that already
-    has a checkpoint is left alone (it resumes). The KL reference of ``train_curriculum`` is the
-    untrained policy, so a warm start is refused when ``cfg.beta_kl`` is set.
-    """
-    if (out / "checkpoint.pt").exists():
-        return
-    if cfg.beta_kl:
-        raise StudyError(f"{out}: a warm-started run with beta_kl={cfg.beta_kl} would take its KL to the untrained "
-                         "policy (evokit.train's reference); use beta_kl=0 (TRL's default) in these studies")
-    policy = new_policy(cfg)
-    policy.load_state_dict(policy_state)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
-    if optimizer_state is not None:
-        opt.load_state_dict(optimizer_state)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = out / ".checkpoint.tmp"
-    torch.save({"policy": policy.state_dict(), "optimizer": opt.state_dict(), "curriculum": curriculum_state,
-                "step": step}, tmp)
-    os.replace(tmp, out / "checkpoint.pt")
-
-
-def initial_state(name: str, store: LineageStore, cfg: TrainConfig):
-    return make_curriculum(name, store.envs(), ELConfig(), seed=cfg.seed)[1]  # as train_curriculum builds it
+    n_seeds: int = 8
+    generations: int = 4
+    steps: int = 50
+    group_size: int = 8  # B
+    tasks_per_step: int = 2
+    seed: int = 0
+    warmup_steps: int = WARMUP_STEPS
+    seed_steps: tuple[int, int] = (MIN_STEPS, MAX_STEPS)
 
 
 # ------------------------------------------------------------------------------ building blocks
@@ -89,49 +63,25 @@ def seed_store(root: str | Path, *, n_seeds: int, generations: int, seed: int, w
     return dirs, store
 
 
-def solution_targets(policy: SkillPolicy, tasks: Sequence[Path]):
-    """(scenario ids, goal features, reference skill ids) of every step of ``tasks``' reference solutions."""
-    sid, goals, skills = [], [], []
-    for t in tasks:
-        plan, _ = task_plan(t)
-        for st, g in zip(plan.steps, step_goals((Path(t) / "instruction.md").read_text(), len(plan)), strict=True):
-            sid.append(policy._scenario_id(st.scenario))
-            goals.append(goal_features(g, policy.config.n_features))
-            skills.append(policy._skill_id(st.skill))
-    return torch.tensor(sid), policy.features(goals), torch.tensor(skills)
-
-
-def fine_tune_on_solutions(policy: SkillPolicy, tasks: Sequence[Path], *, steps: int, lr: float) -> list[float]:
-    """Full-batch Adam on −mean log π(κ_ref | σ, g) over the reference solutions' steps; returns the losses."""
-    sid, x, y = solution_targets(policy, tasks)
-    opt = torch.optim.Adam(policy.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
-        loss = -torch.log_softmax(policy.logits(sid, x), dim=-1).gather(1, y[:, None]).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    return losses
-
-
-def warm_policy(root: str | Path, cfg: TrainConfig, *, steps: int = WARMUP_STEPS, lr: float = WARMUP_LR
-                ) -> SkillPolicy:
+def warm_policy(root: str | Path, seed: int, *, steps: int = WARMUP_STEPS, lr: float = WARMUP_LR,
+                policy: PolicyConfig = PolicyConfig()) -> SkillPolicy:
     """EE's step 0 (rejection-sampling fine-tuning) at CPU scale; ``steps=0``: the untrained policy.
 
-    A few cross-entropy steps on the reference solutions of one-step tasks, one per catalog
-    (scenario, skill) pair (:func:`evokit.studies.evolution.pair_tasks`). Saved to
-    ``root/warm_policy.pt`` (with its losses in ``warm_policy.json``) and reloaded.
+    A few cross-entropy steps (:func:`evokit.learners.fine_tune_on_solutions`) on the reference
+    solutions of one-step tasks, one per catalog (scenario, skill) pair
+    (:func:`evokit.studies.reference_solver.pair_tasks`). Saved to ``root/warm_policy.pt`` (with
+    its losses in ``warm_policy.json``) and reloaded. The result is the ``init_policy`` of
+    :func:`evokit.train.train`.
     """
     root = Path(root)
-    policy = new_policy(cfg)
+    model = new_policy(policy, seed)
     if steps == 0:
-        return policy
+        return model
     path, meta = root / "warm_policy.pt", root / "warm_policy.json"
-    if path.exists() and meta.exists() and json.loads(meta.read_text()).get("settings") == [steps, lr, cfg.seed]:
+    if path.exists() and meta.exists() and json.loads(meta.read_text()).get("settings") == [steps, lr, seed]:
         return SkillPolicy.load(path)
-    losses = fine_tune_on_solutions(policy, pair_tasks(root / "pair_tasks", cfg.seed), steps=steps, lr=lr)
-    policy.save(path)
-    meta.write_text(json.dumps({"settings": [steps, lr, cfg.seed], "losses": losses}, indent=2))
-    return policy
+    losses = fine_tune_on_solutions(model, pair_tasks(root / "pair_tasks", seed), steps=steps, lr=lr)
+    model.save(path)
+    meta.write_text(json.dumps({"settings": [steps, lr, seed], "losses": losses}, indent=2))
+    return model
 

@@ -10,14 +10,14 @@ checkpoints and vLLM stay TRL's (``trl`` ≥ 1.16, read from ``trl/trainer/grpo_
    agent's only tool. The reward is the task's own ``tests/test.sh``, uploaded and run only after
    the episode (:func:`evokit.verify.trial.run_tests`, which first kills every process the agent
    started).
-2. **Task choice through the dataset rows** (:mod:`.tasks`, :mod:`.trainer`). The dataset is
+2. **Task choice through the dataset rows** (:mod:`.sources`, :mod:`.trainer`). The dataset is
    ``tasks_per_step`` rows, one per GRPO group ("slot"); TRL's ``RepeatSampler`` (unshuffled)
    repeats each G times. Which task a slot holds is decided when TRL starts generating that batch
    (:class:`EvokitGRPOTrainer`), not when the dataloader (which prefetches one batch ahead) reads
    the row: so every group sees one task, and the curriculum has already seen the previous
-   batch's pass rates. A scheduler is EL / random / D_T order over a lineage store
-   (:class:`CurriculumTasks`) or GenEnv's simulator (:class:`GenEnvTasks`); after each batch its
-   groups' pass rates p̂ go back into its state.
+   batch's pass rates. The :class:`Scheduler` holds any task source of :mod:`evokit.sources` (EL /
+   random / D_T order over a lineage store, GenEnv's simulator, …, the same objects the CPU loop
+   takes); after each batch its groups' results go back into the source's state.
 3. **Bad input never ends a run.** A chat template that cannot do tool calls is refused at set-up
    (:func:`prepare_tokenizer`, :mod:`.models`), as is an instruction that cannot fit the context.
    During training, a tool call that is not valid JSON, a command that hangs (killed after
@@ -25,8 +25,8 @@ checkpoints and vLLM stay TRL's (``trl`` ≥ 1.16, read from ``trl/trainer/grpo_
    sandbox that fails make a *masked* rollout: the reward function returns ``None``, which TRL
    excludes from the group baseline and gives advantage 0. Checkpoints (model, optimizer,
    scheduler state) are TRL's ``checkpoint-N`` folders; calling :func:`train_llm` again resumes
-   from the last one (:mod:`.rows`).
-4. **Rows** (``steps.jsonl``, one per update; ``rollouts.jsonl``, one per episode; :mod:`.rows`)
+   from the last one (:mod:`.checkpoints`).
+4. **Rows** (``steps.jsonl``, one per update; ``rollouts.jsonl``, one per episode; :mod:`.checkpoints`)
    carry what the papers plot: reward, dead-group share (TRL's ``frac_reward_zero_std`` and
    evokit's own count over unmasked rollouts), partially-solved share, turns per trajectory, model
    tokens per turn, masked share, seconds in the sandbox, and the scheduler's position.
@@ -47,14 +47,15 @@ Heavy or host-specific modules (harbor, the sandbox, TRL itself) are imported wh
 The modules, lowest first (each imports only those before it):
 
 * :mod:`.config` — :class:`LLMTrainConfig`, :class:`SetupError`;
-* :mod:`.rows` — ``steps.jsonl`` / ``rollouts.jsonl`` rows, the scheduler state in checkpoints;
+* :mod:`.checkpoints` — ``steps.jsonl`` / ``rollouts.jsonl`` rows, the scheduler state in checkpoints;
 * :mod:`.models` — offline models (GGUF, SmolLM2, a tiny Llama), chat templates for tool calls;
-* :mod:`.tasks` — the schedulers that choose each group's task and take its pass rate back;
+* :mod:`.sources` — the :class:`Scheduler` that holds a task source for TRL's batches;
 * :mod:`.env` — the sandbox tool environment and the task reward;
 * :mod:`.trainer` — the ``GRPOTrainer`` subclass, its ``GRPOConfig``, building, training, resuming;
 * :mod:`.simulator` — reward-weighted SFT for GenEnv's LLM simulator.
 """
 
+from evokit.trl_trainer.checkpoints import SCHEDULER_FILE, last_checkpoint
 from evokit.trl_trainer.config import SYSTEM_PROMPT, LLMTrainConfig, SetupError
 from evokit.trl_trainer.env import RunContext, SandboxToolEnv, make_task_reward, tool_schema
 from evokit.trl_trainer.models import (
@@ -68,31 +69,22 @@ from evokit.trl_trainer.models import (
     smollm2_tokenizer,
     tiny_llama,
 )
-from evokit.trl_trainer.rows import SCHEDULER_FILE, last_checkpoint
 from evokit.trl_trainer.simulator import update_llm_simulator, weighted_sft
-from evokit.trl_trainer.tasks import (
-    CurriculumTasks,
-    GenEnvTasks,
-    GroupResult,
-    InProcessTasks,
-    TaskRef,
-    group_shares,
-    make_scheduler,
-)
+from evokit.trl_trainer.sources import Scheduler
 from evokit.trl_trainer.trainer import (
     build_trainer,
     close,
     grpo_config,
-    train,
+    source_from,
     train_llm,
+    train_policy,
     trainer_class,
 )
 
 __all__ = [
-    "SCHEDULER_FILE", "SYSTEM_PROMPT", "TOOL_CALL_MARKER", "CurriculumTasks", "GenEnvTasks", "GroupResult",
-    "InProcessTasks", "LLMTrainConfig", "RunContext", "SandboxToolEnv", "SetupError", "TaskRef", "build_trainer",
-    "chatml_tools_template", "close", "gguf_to_dir", "group_shares", "grpo_config", "last_checkpoint",
-    "load_policy", "make_scheduler", "make_task_reward", "prepare_tokenizer", "scripted_sampler", "smollm2_dir",
-    "smollm2_tokenizer", "tiny_llama", "tool_schema", "train", "train_llm", "trainer_class", "update_llm_simulator",
-    "weighted_sft",
+    "SCHEDULER_FILE", "SYSTEM_PROMPT", "TOOL_CALL_MARKER", "LLMTrainConfig", "RunContext", "SandboxToolEnv",
+    "Scheduler", "SetupError", "build_trainer", "chatml_tools_template", "close", "gguf_to_dir", "grpo_config",
+    "last_checkpoint", "load_policy", "make_task_reward", "prepare_tokenizer", "scripted_sampler", "smollm2_dir",
+    "smollm2_tokenizer", "source_from", "tiny_llama", "tool_schema", "train_llm", "train_policy", "trainer_class",
+    "update_llm_simulator", "weighted_sft",
 ]

@@ -29,9 +29,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evokit.sources import InProcess, TaskRef
 from evokit.trl_trainer.config import LLMTrainConfig
 from evokit.trl_trainer.models import TOOL_CALL_MARKER
-from evokit.trl_trainer.tasks import InProcessTasks, TaskRef
 
 
 class _SandboxClock:
@@ -127,7 +127,7 @@ class SandboxToolEnv:
         ref = TaskRef(tuple(row["task_key"]), Path(row["task_dir"]) if row.get("task_dir") else None)
         if ref.path is None:
             self._reset_state(ref, None)
-            return InProcessTasks.INSTRUCTION
+            return InProcess.INSTRUCTION
         try:
             task = self._run.task(ref.path)
         except Exception as e:  # a broken task folder is a masked rollout, never a crash

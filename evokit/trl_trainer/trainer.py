@@ -35,11 +35,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from evokit.grpo import batch_stats
+from evokit.sources import Run, TaskRef, describe, make_source
+from evokit.trl_trainer.checkpoints import resume, rows_callback
 from evokit.trl_trainer.config import LLMTrainConfig, SetupError
 from evokit.trl_trainer.env import RunContext, SandboxToolEnv, make_task_reward, tool_schema
 from evokit.trl_trainer.models import load_policy, prepare_tokenizer
-from evokit.trl_trainer.rows import resume, rows_callback
-from evokit.trl_trainer.tasks import GroupResult, TaskRef, group_shares, make_scheduler
+from evokit.trl_trainer.sources import Scheduler
 
 
 def trainer_class():
@@ -78,21 +80,12 @@ def trainer_class():
             return out
 
         def _feedback(self, records: list[dict], refs: list[TaskRef], seconds: float, sandbox: float) -> None:
-            by_slot: dict[int, list[dict]] = {}
-            for r in records:
-                by_slot.setdefault(r["slot"], []).append(r)
-            cfg = self.evokit_run.cfg
-            results = []
-            for slot, rows in sorted(by_slot.items()):
-                ok = [r["reward"] for r in rows if not r["masked"]]
-                results.append(GroupResult(slot, refs[slot], sum(x >= cfg.success for x in ok), len(ok),
-                                           len(rows) - len(ok), float(np.mean(ok)) if ok else None))
-            self.scheduler.update(results)
+            results = self.scheduler.feedback(records, refs, self.evokit_run.cfg.success)
             m = self._metrics["train"]
-            shares = group_shares(results)
-            m["dead_group_share"].append(shares[0])
-            m["partially_solved_share"].append(shares[1])
-            m["masked_share"].append(float(np.mean([r["masked"] for r in records])))
+            shares = batch_stats([r.stats for r in results])
+            m["dead_group_share"].append(shares["dead_group_share"])
+            m["partially_solved_share"].append(shares["partially_solved_share"])
+            m["masked_share"].append(shares["masked_share"])
             m["turns"].append(float(np.mean([r["n_turns"] for r in records])))
             turns = sum(r["assistant_messages"] for r in records)
             m["tokens_per_turn"].append(sum(r["model_tokens"] for r in records) / max(1, turns))
@@ -101,8 +94,9 @@ def trainer_class():
             for k, v in self.scheduler.position().items():
                 m[k].append(v)
             step = self.state.global_step + 1  # the update these rollouts feed
-            self.last_served = [{"slot": r.slot, "env": list(r.ref.key), "pass_rate": r.pass_rate, "n": r.n,
-                                 "masked": r.masked, "mean_reward": r.mean_reward} for r in results]
+            self.last_served = [{"slot": slot, "env": list(r.ref.key), "pass_rate": r.pass_rate, "n": r.stats.n,
+                                 "masked": r.stats.masked, "mean_reward": r.stats.mean_reward}
+                                for slot, r in enumerate(results)]
             self.rollout_rows.extend({"step": step, **r} for r in records)
 
     return EvokitGRPOTrainer
@@ -163,18 +157,21 @@ def _render_ids(tokenizer, system: str, user: str, tools) -> list[int]:
                                          return_dict=True)["input_ids"]
 
 
-def _task_paths(scheduler) -> list[Path]:
-    envs = getattr(scheduler, "envs", None)
-    return sorted({Path(p) for p in envs.values()}) if envs else []
+def as_scheduler(source, cfg: LLMTrainConfig, out: Path) -> Scheduler:
+    """``source`` (a task source, :mod:`evokit.sources`) told this run's group size, seed and folder; a
+    :class:`Scheduler` is returned as it is."""
+    return source if isinstance(source, Scheduler) else Scheduler(source, Run(cfg.group_size, cfg.seed, out))
 
 
-def build_trainer(model, tokenizer, scheduler, out: str | Path, cfg: LLMTrainConfig = LLMTrainConfig(), *,
+def build_trainer(model, tokenizer, source, out: str | Path, cfg: LLMTrainConfig = LLMTrainConfig(), *,
                   progress: bool = False):
-    """An :class:`EvokitGRPOTrainer` ready to ``train()``; checks template and context first (SetupError)."""
+    """An :class:`EvokitGRPOTrainer` ready to ``train()`` on ``source``'s tasks (a task source or a
+    :class:`Scheduler`); checks template and context first (SetupError)."""
     from datasets import Dataset
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    scheduler = as_scheduler(source, cfg, out)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     if cfg.cpu_threads and cfg.resolved_device() == "cpu":
@@ -182,7 +179,7 @@ def build_trainer(model, tokenizer, scheduler, out: str | Path, cfg: LLMTrainCon
     tokenizer = prepare_tokenizer(tokenizer, cfg.chat_template)
     run = RunContext(cfg, ThreadPoolExecutor(max_workers=cfg.workers, thread_name_prefix="evokit-env"))
     run.prompt_budget = _prompt_budget(tokenizer, model, cfg, tool_schema())
-    too_long = [f"{p}: {err}" for p in _task_paths(scheduler)
+    too_long = [f"{p}: {err}" for p in scheduler.task_paths()
                 if (err := run.prompt_budget((p / "instruction.md").read_text()))]
     if too_long:
         raise SetupError("these tasks cannot fit the model's context; raise the model's context, lower "
@@ -216,21 +213,23 @@ def close(trainer) -> None:
     run.pool.shutdown(wait=True)
 
 
-def train_llm(model, scheduler, out: str | Path, cfg: LLMTrainConfig = LLMTrainConfig(), *, tokenizer=None,
+def train_llm(model, source, out: str | Path, cfg: LLMTrainConfig = LLMTrainConfig(), *, tokenizer=None,
               progress: bool = True):
-    """Train ``model`` (an HF model, or a spec for :func:`load_policy`) with GRPO on ``scheduler``'s tasks.
+    """Train ``model`` (an HF model, or a spec for :func:`load_policy`) with GRPO on the tasks ``source`` serves.
 
-    Resumes from the last checkpoint in ``out/trl`` if there is one (scheduler state included;
-    rows of steps after it are dropped). Returns the trainer (closed).
+    ``source`` is a task source (:mod:`evokit.sources`); it is told the run's group size and seed
+    (``cfg``) and ``out``. Resumes from the last checkpoint in ``out/trl`` if there is one
+    (scheduler state included; rows of steps after it are dropped). Returns the trainer (closed).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    scheduler = as_scheduler(source, cfg, out)
     if isinstance(model, str | Path):
         model, tokenizer = load_policy(model, dtype=cfg.resolved_dtype(), tokenizer=tokenizer)
     if tokenizer is None:
         raise SetupError("train_llm: pass tokenizer= with a model instance")
     ck = resume(out, scheduler)
-    (out / "config.json").write_text(json.dumps({"llm": asdict(cfg), "scheduler": type(scheduler).__name__},
+    (out / "config.json").write_text(json.dumps({"llm": asdict(cfg), "source": describe(scheduler.source)},
                                                 indent=2, default=str))
     trainer = build_trainer(model, tokenizer, scheduler, out, cfg, progress=progress)
     try:
@@ -240,21 +239,42 @@ def train_llm(model, scheduler, out: str | Path, cfg: LLMTrainConfig = LLMTrainC
     return trainer
 
 
-def train(policy: str, out: str | Path, *, source: str = "store", store=None, tasks: Sequence[str | Path] = (),
-          curriculum: str = "el", steps: int = 50, group_size: int = 8, tasks_per_step: int = 2, seed: int = 0,
+def train_policy(policy: str, out: str | Path, *, source: str = "el", store=None, tasks: Sequence[str | Path] = (),
+          steps: int = 50, group_size: int = 8, tasks_per_step: int = 2, seed: int = 0,
           llm: LLMTrainConfig | None = None, progress: bool = True):
-    """One entry point for notebooks: ``policy="learner"`` trains evokit's CPU learner, anything else is
-    a model spec for :func:`train_llm` (a local directory, a .gguf file, "smollm2", "tiny")."""
+    """One entry point for notebooks: ``policy="learner"`` trains evokit's CPU learner, anything else is a model
+    spec for :func:`train_llm` (a local directory, a .gguf file, "smollm2", "tiny"). ``source`` names a
+    registered task source (:func:`evokit.sources.source_names`); curricula take ``store`` (an evolved
+    lineage store) or ``tasks`` (folders, one lineage each)."""
+    src = source_from(source, store=store, tasks=tasks)
     if policy == "learner":
-        from evokit.train import GenEnvConfig, TrainConfig, train_curriculum, train_genenv
+        from evokit.learners import PolicyConfig
+        from evokit.train import TrainConfig
+        from evokit.train import train as train_learner
 
         cfg = TrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, seed=seed)
-        if source == "genenv":
-            return train_genenv(out, cfg, GenEnvConfig(epochs=steps), progress=progress)
-        if source != "store":
-            raise SetupError("the CPU learner trains on source='store' or 'genenv'")
-        return train_curriculum(store, curriculum, out, cfg, progress=progress)
+        return train_learner(src, PolicyConfig(), out, cfg, progress=progress)
     cfg = llm or LLMTrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, seed=seed)
-    sched = make_scheduler(source, store=store, tasks=tasks, curriculum=curriculum, out=out, seed=seed)
-    train_llm(policy, sched, out, cfg, progress=progress)
+    train_llm(policy, src, out, cfg, progress=progress)
     return Path(out)
+
+
+def source_from(name: str, *, store=None, tasks: Sequence[str | Path] = (), **options):
+    """A registered task source by name; a curriculum gets its environments from ``store`` or ``tasks``."""
+    from evokit.curriculum import lineage_envs, store_envs
+    from evokit.lineage import LineageStore
+
+    if name in ("el", "random", "dt"):
+        if store is None and not tasks:
+            raise SetupError(f"source {name!r} needs store= (made by `evokit evolve`) or task folders")
+        # each task folder is its own one-environment lineage at the start generation
+        if store is not None and not isinstance(store, LineageStore) and not Path(store).is_dir():
+            raise SetupError(f"no lineage store at {store}; make one with `evokit evolve`")
+        envs = store_envs(store) if store is not None else lineage_envs({Path(t).name: [t] for t in tasks})
+        if not envs:
+            raise SetupError(f"source {name!r}: {store or 'the task list'} holds no environments")
+        options = {"envs": envs, **options}
+    try:
+        return make_source(name, **options)
+    except ValueError as e:
+        raise SetupError(str(e)) from None

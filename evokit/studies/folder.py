@@ -1,4 +1,4 @@
-"""A study's folder on disk: JSONL rows, the parameters it was run with, and how long each phase took.
+"""A study's folder on disk: the parameters it was run with (``study.json``) and how long each phase took.
 
 Every study writes rows as it goes (one JSON object per line, flushed and synced), so a killed run
 loses at most the row it was writing and resumes where it stopped; a folder remembers the parameters
@@ -11,10 +11,6 @@ import contextlib
 import json
 import time
 from pathlib import Path
-
-from evokit.rows import append_rows, read_rows
-
-__all__ = ["PhaseClock", "StudyError", "append_rows", "check_study", "read_rows"]
 
 
 class StudyError(RuntimeError):

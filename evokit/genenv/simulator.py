@@ -1,197 +1,32 @@
-"""GenEnv's environment side: the α-curriculum reward, the difficulty filter, RWR, the two pools,
-and a learning environment simulator for the procedural family (papers.md, "GenEnv").
+"""GenEnv's environment simulator for the procedural family, and its reward-weighted regression (RWR) step.
 
-GenEnv's public code keeps its environment model frozen (``alpha``/``beta`` unused, no pools);
-this module implements what the paper describes. Deviations and choices, each stated where made:
-
-1. β ("sharpness" in Eq. 3) has no value in the paper: :func:`alpha_reward` exposes it, default 20
-   (R_env = 0.45 at |p̂ − α| = 0.2, 0.0067 at p̂ = 0 with α = 0.5).
-2. RWR weights are normalised to *mean* 1 over a batch, so a weighted loss has the scale of an
-   unweighted one; the paper only says "∝ exp(λ·R_env)".
-3. The simulator is an LLM in the paper. Here it is a small parametric generator over catalog
-   plans (softmax tables, see :class:`Simulator`), conditioned on a context = a catalog domain
-   (as seeds are balanced over domains; the domain of a plan's first scenario, so a plan names
-   its own context), so that the environment-side learning can run and be tested without a GPU.
-   Its RWR step is one gradient step of the weighted log-likelihood on the logits (normalised by
-   each context's total weight) with a KL penalty to the initial simulator. "Per-step KL capped"
-   is read as a trust region: KL(new ‖ previous) ≤ ``max_step_kl`` after every step (the step is
-   shrunk until it holds); ``max_kl`` optionally also caps KL(new ‖ initial) in total (the
-   training loop leaves it off: see :class:`evokit.train.GenEnvConfig`). The KL is a per-factor
-   proxy (:func:`simulator_kl`). With no kept record the step is the KL penalty's alone, towards
-   the initial simulator (the objective's likelihood term is empty, its penalty is not).
-4. Training an LLM simulator on the same records is a TRL SFT job on :func:`export_sft_dataset`
-   (issue 5); TRL ignores the ``weight`` column unless the loss is weighted there.
+The simulator is an LLM in the paper. Here it is a small parametric generator over catalog plans
+(softmax tables, see :class:`Simulator`), conditioned on a context = a catalog domain (as seeds
+are balanced over domains; the domain of a plan's first scenario, so a plan names its own
+context), so that the environment-side learning can run and be tested without a GPU. Its RWR
+step is one gradient step of the weighted log-likelihood on the logits (normalised by each
+context's total weight) with a KL penalty to the initial simulator. "Per-step KL capped" is read
+as a trust region: KL(new ‖ previous) ≤ ``max_step_kl`` after every step (the step is shrunk
+until it holds); ``max_kl`` optionally also caps KL(new ‖ initial) in total (the training loop
+leaves it off: see :class:`evokit.genenv.source.GenEnvConfig`). The KL is a per-factor proxy
+(:func:`simulator_kl`). With no kept record the step is the KL penalty's alone, towards the
+initial simulator (the objective's likelihood term is empty, its penalty is not). Training an
+LLM simulator on the same records is a TRL job on the exported D_env (:mod:`evokit.trl_trainer.simulator`).
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import numpy as np
 
-from evokit.catalog import SCENARIOS
-from evokit.catalog.registry import _load
+from evokit.catalog.registry import scenario as catalog_scenario
 from evokit.difficulty import catalog_reference
 from evokit.plan import Plan, PlanError, Step, compose
-from evokit.rows import append_rows, dumps, read_rows
 
-
-@dataclass(frozen=True)
-class GenEnvConfig:
-    """GenEnv's environment-side hyperparameters (papers.md, "GenEnv"), for a training loop."""
-
-    alpha: float = 0.5  # α, target success rate (Eq. 3)
-    beta: float = 20.0  # β, sharpness (Eq. 3); no value in the paper
-    k_min: float = 0.1  # difficulty filter: keep batches with |p̂ − α| ≤ k_min
-    lam: float = 1.0  # λ of the RWR weights exp(λ·R_env)
-    rollouts_per_task: int = 4  # not stated; the paper's random baseline uses 4 variations per prompt
-    batch_size: int = 64  # tasks per epoch (batch 64)
-    epochs: int = 10
-
-    def __post_init__(self):
-        if not 0 <= self.alpha <= 1 or self.beta <= 0 or self.k_min < 0 or self.rollouts_per_task < 1:
-            raise ValueError(f"GenEnvConfig: need α ∈ [0, 1], β > 0, k_min ≥ 0, rollouts ≥ 1; got {self}")
-
-
-# ------------------------------------------------------------------------ reward, filter, RWR
-def alpha_reward(p_hat, alpha: float = 0.5, beta: float = 20.0):
-    """R_env(p̂) = exp(−β (p̂ − α)²) (GenEnv Eqs. 2–3); β is not given in the paper (default 20).
-
-    >>> alpha_reward(0.5)
-    1.0
-    >>> round(alpha_reward(0.7), 4), round(alpha_reward(0.0, beta=1.0), 4)  # exp(−0.8), exp(−0.25)
-    (0.4493, 0.7788)
-    """
-    if beta <= 0:
-        raise ValueError(f"beta must be > 0 (GenEnv Eq. 3); got {beta}")
-    out = np.exp(-beta * (np.asarray(p_hat, dtype=float) - alpha) ** 2)
-    return float(out) if out.ndim == 0 else out
-
-
-def difficulty_filter(p_hat, alpha: float = 0.5, k_min: float = 0.1):
-    """True where a batch is kept for the simulator update: |p̂ − α| ≤ k_min (GenEnv, k_min = 0.1).
-
-    >>> difficulty_filter([0.4, 0.5, 0.65, 0.0]).tolist()
-    [True, True, False, False]
-    """
-    # round away float noise so that p̂ = 0.4 with α = 0.5 is kept (|p̂ − α| is 0.1 up to 1e-17)
-    return np.round(np.abs(np.asarray(p_hat, dtype=float) - alpha), 12) <= k_min
-
-
-def rwr_weights(r_env, lam: float = 1.0, normalize: bool = True) -> np.ndarray:
-    """RWR weights ∝ exp(λ·R_env) (GenEnv, λ = 1.0); ``normalize`` scales them to mean 1.
-
-    >>> rwr_weights([0.0, 1.0], normalize=False).round(4).tolist()
-    [1.0, 2.7183]
-    >>> rwr_weights([0.0, 1.0]).round(4).tolist()
-    [0.5379, 1.4621]
-    """
-    w = np.exp(lam * np.asarray(r_env, dtype=float))  # R_env ∈ [0, 1]: no overflow
-    return w / w.mean() if normalize and w.size else w
-
-
-# ------------------------------------------------------------------------------- Theorem 1
-def theorem1_bound(delta1: float, delta2: float, n: int) -> float:
-    """Pr[R_env(p̂1) ≤ R_env(p̂2)] ≤ 4·exp(−(2/9)(Δ2 − Δ1)²·n) for Δ1 < Δ2 (GenEnv Theorem 1).
-
-    Returned as written (it exceeds 1, i.e. says nothing, for small n).
-
-    >>> round(theorem1_bound(0.0, 0.45, 64), 4)
-    0.2245
-    """
-    if not delta1 < delta2:
-        raise ValueError(f"Theorem 1 needs Δ1 < Δ2; got {delta1}, {delta2}")
-    return 4.0 * math.exp(-(2.0 / 9.0) * (delta2 - delta1) ** 2 * n)
-
-
-def ranking_violation_mc(p1: float, p2: float, n: int, alpha: float = 0.5, beta: float = 20.0,
-                         trials: int = 100_000, rng: np.random.Generator | None = None) -> float:
-    """Monte Carlo Pr[R_env(p̂1) ≤ R_env(p̂2)] with p̂_i = Binomial(n, p_i)/n (ties count as violations)."""
-    rng = rng if rng is not None else np.random.default_rng(0)
-    r1 = alpha_reward(rng.binomial(n, p1, trials) / n, alpha, beta)
-    r2 = alpha_reward(rng.binomial(n, p2, trials) / n, alpha, beta)
-    return float(np.mean(r1 <= r2))
-
-
-# ------------------------------------------------------------------------------------ pools
-def valid_trace(row: dict) -> bool:
-    """GenEnv's Valid(E_t): a well-formed, evaluable trace — not masked, with a finite reward."""
-    r = row.get("reward")
-    return not row.get("masked", False) and isinstance(r, int | float) and math.isfinite(r)
-
-
-class Pools:
-    """GenEnv's two accumulating pools, append-only JSONL under ``root`` (reloaded on resume).
-
-    ``d_train``: valid agent traces (base data + earlier + new on-policy traces);
-    ``d_env``: weighted simulator generations, rows of :func:`env_row`.
-    """
-
-    FILES = {"d_train": "d_train.jsonl", "d_env": "d_env.jsonl"}
-
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self.d_train = read_rows(self.root / self.FILES["d_train"])
-        self.d_env = read_rows(self.root / self.FILES["d_env"])
-
-    def _append(self, name: str, rows: list[dict]) -> int:
-        append_rows(self.root / self.FILES[name], rows)
-        getattr(self, name).extend(json.loads(dumps(r)) for r in rows)  # as a reload would see them
-        return len(rows)
-
-    def add_traces(self, rows: Iterable[dict], valid: Callable[[dict], bool] = valid_trace) -> int:
-        """D_train ← D_train ∪ Valid(E_t); returns how many were kept."""
-        return self._append("d_train", [r for r in rows if valid(r)])
-
-    def add_env(self, rows: Iterable[dict]) -> int:
-        """D_env ← D_env ∪ D̃_env,t (rows of :func:`env_row`)."""
-        rows = list(rows)
-        for r in rows:
-            if not {"plan", "weight", "context"} <= r.keys():
-                raise ValueError(f"D_env row needs 'context', 'plan' and 'weight' (see env_row); got {sorted(r)}")
-        return self._append("d_env", rows)
-
-    def env_records(self) -> list[tuple[Plan, float]]:
-        """D_env as (plan, weight) records for :func:`rwr_update`."""
-        return [(Plan.from_records(r["plan"], r.get("goal", "")), float(r["weight"])) for r in self.d_env]
-
-
-def env_row(plan: Plan, weight: float, *, p_hat: float, r_env: float, epoch: int, context: str | None = None,
-            **extra) -> dict:
-    """One D_env record: the conditioning context, the generated plan and its RWR weight."""
-    return {"context": context or plan_context(plan), "plan": plan.to_records(), "goal": plan.goal,
-            "weight": float(weight), "p_hat": float(p_hat), "r_env": float(r_env), "epoch": int(epoch), **extra}
-
-
-def context_prompt(context: str) -> str:
-    """The text an LLM simulator is conditioned on for ``context`` (a catalog domain)."""
-    return (f"Domain: {context}\nPropose a terminal task as a JSON plan: a list of steps, each naming a catalog "
-            "\"scenario\" and \"skill\"; a step may read an earlier step's output (\"input\": its 1-based index).")
-
-
-def export_sft_dataset(pools: Pools, path: str | Path, prompt: Callable[[str], str] = context_prompt) -> int:
-    """Write the weighted D_env as JSONL rows {"prompt", "completion", "weight"} for TRL's SFTTrainer.
-
-    ``completion`` is the plan as JSON text (:meth:`Plan.to_json`). Training an LLM simulator on
-    it (with the weight in the loss and a KL to the initial model) is issue 5's TRL part.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        for r in pools.d_env:
-            plan = Plan.from_records(r["plan"], r.get("goal", ""))
-            f.write(json.dumps({"prompt": prompt(r["context"]), "completion": plan.to_json(),
-                                "weight": float(r["weight"])}, sort_keys=True) + "\n")
-    return len(pools.d_env)
-
-
-# ------------------------------------------------------------------ the learning simulator
 TABLES = ("length", "first", "scenario", "skill", "chain")
 
 
@@ -242,8 +77,7 @@ def _log_softmax(z: np.ndarray) -> np.ndarray:
 
 def plan_context(plan: Plan) -> str:
     """The context a simulator plan was generated for: the domain of its first scenario."""
-    _load()
-    return SCENARIOS[plan.steps[0].scenario].domain
+    return catalog_scenario(plan.steps[0].scenario).domain
 
 
 ANY_CONTEXT = "any"  # a context whose plans may start in any domain (one shared set of tables)
@@ -261,7 +95,7 @@ def init_simulator(max_len: int = 6, min_len: int = 2, render_seed: int = 0, lea
     if not 1 <= min_len <= max_len:
         raise ValueError(f"need 1 ≤ min_len ≤ max_len; got {min_len}, {max_len}")
     ref = catalog_reference()
-    domains = tuple(sorted({SCENARIOS[s].domain for s in ref.scenarios}))
+    domains = tuple(sorted({catalog_scenario(s).domain for s in ref.scenarios}))
     # Contexts are catalog domains (GenEnv's prompts), or ANY_CONTEXT: one set of tables shared by
     # every plan, so that at CPU scale each update moves the whole generator (``contexts=["any"]``).
     contexts = tuple(contexts) if contexts else domains
@@ -269,7 +103,7 @@ def init_simulator(max_len: int = 6, min_len: int = 2, render_seed: int = 0, lea
     if unknown:
         raise ValueError(f"unknown simulator contexts {unknown}; use catalog domains {domains} or {ANY_CONTEXT!r}")
     n_c = len(contexts)
-    in_domain = np.array([[c == ANY_CONTEXT or SCENARIOS[s].domain == c for s in ref.scenarios] for c in contexts])
+    in_domain = np.array([[c == ANY_CONTEXT or catalog_scenario(s).domain == c for s in ref.scenarios] for c in contexts])
     first = np.where(in_domain, ref.log_scenario[None, :], -np.inf)
     return Simulator(contexts, ref.scenarios, ref.skills, min_len, max_len,
                      length=np.zeros((n_c, max_len - min_len + 1)), first=first,
@@ -408,8 +242,8 @@ def _with(sim: Simulator, tables: dict[str, np.ndarray], **kw) -> Simulator:
     return replace(sim, **tables, **kw)
 
 
-def rwr_update(sim: Simulator, records: Sequence[tuple[Plan, float]], lr: float = 0.5, kl_coef: float = 0.1,
-               init_sim: Simulator | None = None, *, max_kl: float = 0.5, max_step_kl: float | None = None
+def rwr_update(sim: Simulator, records: Sequence[tuple[Plan, float]], *, lr: float, kl_coef: float,
+               init_sim: Simulator | None = None, max_kl: float = math.inf, max_step_kl: float | None = None
                ) -> Simulator:
     """One RWR step: ascend Σ_c (1/W_c) Σ_{records of c} w·log π_env(plan | c) − kl_coef·KL(π_env ‖ π_init).
 
@@ -468,3 +302,4 @@ def rwr_update(sim: Simulator, records: Sequence[tuple[Plan, float]], lr: float 
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if ok(moved(mid)) else (lo, mid)
     return moved(lo)
+
