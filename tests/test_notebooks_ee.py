@@ -160,9 +160,10 @@ def test_quickstart_nbval(tmp_path):
     """The stored quickstart runs cell by cell under nbval (lax: no stored outputs to compare)."""
     nb = tmp_path / "00_quickstart.ipynb"
     shutil.copy(ROOT / "notebooks" / "00_quickstart.ipynb", nb)
-    env = {**os.environ, "EVOKIT_FIGURES": str(tmp_path / "figures"), "HARBOR_TELEMETRY": "0", "MPLBACKEND": "Agg"}
+    env = {**os.environ, "EVOKIT_ROOT": str(tmp_path), "HARBOR_TELEMETRY": "0", "MPLBACKEND": "Agg"}  # root: tmp
     proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
                            "--rootdir", str(tmp_path), str(nb)], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert (tmp_path / "results" / "00_quickstart" / "summary.json").exists()
+    assert (tmp_path / "figures" / "00_quickstart.png").exists()

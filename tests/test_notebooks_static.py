@@ -4,7 +4,10 @@ Checked for each ``notebooks/*.ipynb``: stored without outputs; exactly one cell
 that sets at least ``seed``, ``smoke``, ``results_dir`` and ``fig_name``; ``smoke`` changes sizes only
 (it is read in one place, ``SIZES["smoke" if smoke else "full"]``, or recorded in the summary); no
 function or class defined in a notebook (the algorithms live in ``evokit``); a closing cell that
-records the key numbers (``summary.json``); opening and closing markdown (the claim and the result).
+records the key numbers (``summary.json``); opening and closing markdown (the claim and the result);
+no change of directory, and every path parameter resolved with ``evokit.paths.at_root`` before use (so
+results/ and figures/ are the repository root's wherever the notebook is opened; run from notebooks/ in
+tests/test_paths.py).
 The smoke runs themselves are in tests/test_notebooks_ee.py and tests/test_notebooks_training.py.
 """
 
@@ -84,3 +87,19 @@ def test_explains_itself(name):
     cs = cells(name)
     assert cs[0].cell_type == "markdown" and len(cs[0].source) > 300, f"{name}: open with the claim and mechanism"
     assert cs[-1].cell_type == "markdown", f"{name}: close with what our run shows next to the paper"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_paths_at_the_repository_root(name):
+    """No ``os.chdir``; each ``*_dir`` parameter is passed through ``at_root`` in the first cell after the
+    parameters (papermill injects its values between the two), before anything reads it."""
+    cs = code(name)
+    assert not any("chdir" in c.source for c in cs), f"{name}: do not change directory; use evokit.paths.at_root"
+    i = next(i for i, c in enumerate(cs) if "parameters" in c.metadata.get("tags", []))
+    dirs = sorted({t.id for node in ast.parse(cs[i].source).body if isinstance(node, ast.Assign)
+                   for t in node.targets if isinstance(t, ast.Name) and t.id.endswith("_dir")})
+    assert "results_dir" in dirs, name
+    first = ast.parse(cs[i + 1].source).body
+    resolved = {node.targets[0].id for node in first[:len(dirs)] if isinstance(node, ast.Assign)
+                and ast.unparse(node.value) == f"at_root({node.targets[0].id})"}
+    assert resolved == set(dirs), f"{name}: start the cell after the parameters with `x = at_root(x)` for {dirs}"
