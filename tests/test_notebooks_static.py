@@ -103,3 +103,25 @@ def test_paths_at_the_repository_root(name):
     resolved = {node.targets[0].id for node in first[:len(dirs)] if isinstance(node, ast.Assign)
                 and ast.unparse(node.value) == f"at_root({node.targets[0].id})"}
     assert resolved == set(dirs), f"{name}: start the cell after the parameters with `x = at_root(x)` for {dirs}"
+
+
+def test_progress_bars_are_notebook_widgets_in_jupyter():
+    """Every progress bar in evokit comes from ``tqdm.auto`` (a widget in Jupyter, not red stderr text)."""
+    plain = [f"{p.relative_to(ROOT)}:{i}" for p in sorted((ROOT / "evokit").rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if line.strip().startswith(("from tqdm import", "import tqdm")) or "tqdm.std import" in line]
+    assert not plain, f"use `from tqdm.auto import tqdm`: {plain}"
+
+
+@pytest.mark.notebooks
+def test_progress_bar_renders_as_a_widget(tmp_path, monkeypatch):
+    """In a real Jupyter kernel the bar evokit.seeds draws is a widget, and nothing goes to stderr."""
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from evokit import seeds\nfor _ in seeds.tqdm(range(3), desc='seeds'):\n    pass")])
+    NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = nb.cells[0].outputs
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), outputs
+    assert not [o for o in outputs if o.get("name") == "stderr"], outputs
