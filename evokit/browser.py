@@ -4,8 +4,9 @@
 above one panel that shows, for the chosen environment E_{i,g}: the edit (direction, effort,
 changed steps), its plan (σ, κ per step, new steps marked), D_T and its three parts next to the
 parent's, the verifiers' verdict, the mutation metrics, the measured pass rate and turns (when
-``rows`` from :mod:`evokit.studies.evolution` are given), and a unified diff of the instruction,
-environment files and tests against the parent.
+``rows`` from :mod:`evokit.studies.evolution` are given; without them the panel says they were not
+measured rather than showing empty cells), and a unified diff of the instruction, environment files
+and tests against the parent (for a seed, which has no parent, its files as they are).
 
 The panel's HTML comes from :func:`describe` (a pure function of the store), so the browser
 renders in a papermill run and in tests without a live front end.
@@ -85,6 +86,24 @@ def _diff_html(diffs: list[tuple[str, list[str]]]) -> str:
     return "".join(blocks)
 
 
+def _files_html(root: Path, parts: Sequence[str] = ("instruction.md", "environment", "tests")) -> str:
+    """A seed's files as they are (no parent to diff against), each folded, at most MAX_DIFF_LINES lines."""
+    blocks = []
+    for part in parts:
+        base = root / part
+        files = {part: base} if base.is_file() else {f"{part}/{k}": v for k, v in _files(base).items()}
+        for name, path in files.items():
+            lines = _text(path)
+            if lines is None:
+                text = f"binary file ({path.stat().st_size} bytes)\n"
+            else:
+                more = len(lines) - MAX_DIFF_LINES
+                text = "".join(lines[:MAX_DIFF_LINES]) + (f"… {more} more lines\n" if more > 0 else "")
+            blocks.append(f"<details><summary><code>{html.escape(name)}</code></summary>"
+                          f"<pre style='font-size:11px;white-space:pre-wrap'>{html.escape(text)}</pre></details>")
+    return "".join(blocks) or "<p><i>no files</i></p>"
+
+
 def _fmt(x) -> str:
     return "—" if x is None else f"{x:.3g}" if isinstance(x, float) else html.escape(str(x))
 
@@ -107,12 +126,20 @@ def describe(store: LineageStore, env: EnvRecord, rows: Sequence[dict] | None = 
     plan = ("<table><tr><th>step</th><th>scenario σ</th><th>skill κ</th><th>reads step</th></tr>"
             f"{plan_rows}</table>")
     d, dp = env.data.get("difficulty", {}), (parent.data.get("difficulty", {}) if parent else {})
-    m, mp = measured.get(env.content_hash, {}), measured.get(parent.content_hash, {}) if parent else {}
     metric_rows = [(f"D_T {p.replace('_term', '')}" if p != "total" else "D_T", dp.get(p), d.get(p)) for p in PARTS]
-    metric_rows += [("pass rate (reference, 8 rollouts)", mp.get("pass_rate"), m.get("pass_rate")),
-                    ("turns", mp.get("turns"), m.get("turns"))]
-    metrics = "<table><tr><th></th><th>parent</th><th>this</th></tr>" + "".join(
-        f"<tr><td>{name}</td><td>{_fmt(a)}</td><td>{_fmt(b)}</td></tr>" for name, a, b in metric_rows) + "</table>"
+    if measured:  # rows given: the measured pass rate and turns (— for an environment the rows do not hold)
+        m, mp = measured.get(env.content_hash, {}), measured.get(parent.content_hash, {}) if parent else {}
+        label = f"pass rate ({m['rollouts']} rollouts)" if "rollouts" in m else "pass rate"
+        metric_rows += [(label, mp.get("pass_rate"), m.get("pass_rate")), ("turns", mp.get("turns"), m.get("turns"))]
+    if parent is None:  # a seed: one column, no parent to compare with
+        metrics = "<table><tr><th></th><th>seed</th></tr>" + "".join(
+            f"<tr><td>{name}</td><td>{_fmt(b)}</td></tr>" for name, _, b in metric_rows) + "</table>"
+    else:
+        metrics = "<table><tr><th></th><th>parent</th><th>this</th></tr>" + "".join(
+            f"<tr><td>{name}</td><td>{_fmt(a)}</td><td>{_fmt(b)}</td></tr>" for name, a, b in metric_rows) + "</table>"
+    if not measured:
+        metrics += ("<p style='font-size:11px'><i>pass rate and turns: not measured in this run (pass the study's "
+                    "rows, e.g. <code>envs.jsonl</code>, to <code>browse</code>)</i></p>")
     verdict = env.data.get("verdict")
     if verdict is None:
         ver = "<p><b>verdict</b>: seed (verified when the seed pool was made)</p>"
@@ -123,9 +150,11 @@ def describe(store: LineageStore, env: EnvRecord, rows: Sequence[dict] | None = 
     mut = env.data.get("mutation")
     mut_html = ("<p><b>mutation</b>: " + ", ".join(f"{k} {100 * mut[k]:.0f} %" for k in MUTATIONS if k in mut) + "</p>"
                 if mut else "")
-    diffs = folder_diff(store.path(parent) if parent else None, store.path(env))
-    return (head + edit + "<div style='display:flex;gap:2em'>" + f"<div>{plan}</div><div>{metrics}</div></div>"
-            + ver + mut_html + "<h5>diff against the parent</h5>" + _diff_html(diffs))
+    body = (head + edit + "<div style='display:flex;gap:2em'>" + f"<div>{plan}</div><div>{metrics}</div></div>"
+            + ver + mut_html)
+    if parent is None:  # nothing to diff a seed against: show its files as they are
+        return body + "<h5>files of the seed</h5>" + _files_html(store.path(env))
+    return body + "<h5>diff against the parent</h5>" + _diff_html(folder_diff(store.path(parent), store.path(env)))
 
 
 def browse(store: LineageStore | str | Path, rows: Sequence[dict] | None = None, lineage: str | None = None):

@@ -1,7 +1,8 @@
 """One figure style, one ``savefig``, and paper-reference overlays.
 
 Every figure in ``figures/`` is written by :func:`savefig` (PNG and PDF, stable names, no
-timestamps in the files), drawn in one seaborn style, and carries the papers' numbers from
+timestamps in the files; by default into the repository root's ``figures/`` wherever the notebook runs,
+:func:`evokit.paths.figures_dir`), drawn in one seaborn style, and carries the papers' numbers from
 :mod:`evokit.reference` where they report one, labelled "paper" — never typed in by hand.
 """
 
@@ -16,7 +17,8 @@ matplotlib.use(os.environ.get("MPLBACKEND", "Agg"))
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-FIGURES = Path(os.environ.get("EVOKIT_FIGURES", "figures"))
+from evokit.paths import at_root, figures_dir  # noqa: E402
+
 PAPER_STYLE = {"color": "0.35", "linestyle": "--", "marker": "x", "linewidth": 1.2}
 OURS = "evokit (this run)"
 
@@ -28,8 +30,11 @@ def style() -> None:
 
 
 def savefig(fig, name: str, directory: str | Path | None = None) -> list[Path]:
-    """Write ``<dir>/<name>.png`` and ``.pdf`` (deterministic metadata) and return the paths."""
-    out = Path(directory or FIGURES)
+    """Write ``<dir>/<name>.png`` and ``.pdf`` (deterministic metadata) and return the paths.
+
+    ``directory`` defaults to :func:`~evokit.paths.figures_dir` (read at call time, so a notebook opened from
+    ``notebooks/`` still writes ``<repo>/figures/``); a relative one is taken from the repository root too."""
+    out = at_root(directory) if directory else figures_dir()
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / f"{name}.png", out / f"{name}.pdf"]
     fig.savefig(paths[0], bbox_inches="tight", metadata={"Software": "evokit"})

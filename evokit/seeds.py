@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
+from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.catalog import SCENARIOS, pair_weight, skills_for
 from evokit.catalog.registry import load_catalog

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
+from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.difficulty import catalog_reference, score_many
 from evokit.learners import (

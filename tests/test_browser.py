@@ -1,7 +1,10 @@
-"""The lineage browser: builds without a front end, shows plan, D_T, verdict, pass rate and the diff
-against the parent, and follows the lineage menu and generation slider."""
+"""The lineage browser: builds without a front end, shows plan, D_T, verdict, the pass rate and turns
+measured for real (an untrained CPU learner's rollouts in the sandbox, evokit.studies.reference_solver.measure)
+and the diff against the parent (a seed's own files instead), and follows the lineage menu and slider."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 
@@ -18,25 +21,61 @@ def store(tmp_path_factory):
     return evolve(dirs, tmp_path_factory.mktemp("store"), EvolveConfig(generations=2), progress=False)
 
 
-def test_panel_shows_edit_metrics_and_diff(store):
+@pytest.fixture(scope="module")
+def rows(store, tmp_path_factory):
+    """Pass rate and turns of every environment, measured: 4 sandboxed rollouts of an untrained learner each."""
+    from evokit.learners import SkillPolicy
+    from evokit.studies.reference_solver import measure
+
+    tasks = {e.content_hash: store.path(e) for e in store.envs()}
+    measured = measure(SkillPolicy(), tasks, tmp_path_factory.mktemp("cache") / "pass_rates.jsonl", seed=0,
+                       rollouts=4, progress=False)
+    return list(measured.values())
+
+
+def fmt(x: float) -> str:
+    return f"{x:.3g}"  # as the panel writes a number
+
+
+def shown(html: str, label: str) -> list[str]:
+    """The cells of the metrics row whose name starts with ``label``."""
+    row = re.search(rf"<tr><td>{label}[^<]*</td>((?:<td>[^<]*</td>)+)</tr>", html)
+    assert row, f"no {label!r} row in the panel"
+    return re.findall(r"<td>([^<]*)</td>", row.group(1))
+
+
+def test_panel_shows_edit_metrics_and_diff(store, rows):
     child = next(e for e in store.envs() if e.generation == 2)
     parent = next(e for e in store.envs() if e.content_hash == child.parent)
-    rows = [{"content_hash": child.content_hash, "pass_rate": 0.125, "turns": 3.0},
-            {"content_hash": parent.content_hash, "pass_rate": 0.5, "turns": 2.0}]
+    by_hash = {r["content_hash"]: r for r in rows}
     html = describe(store, child, rows)
     assert f"generation {child.generation}" in html and child.direction in html
-    assert "D_T" in html and "0.125" in html and "0.5" in html  # this and the parent's pass rate
-    assert "passed" in html  # the verifiers' verdict
-    assert "parent/instruction.md" in html  # a unified diff of the instruction against the parent
+    assert "D_T" in html and "passed" in html  # difficulty and the verifiers' verdict
+    for key in ("pass_rate", "turns"):  # the parent's and this environment's measured values, not "—"
+        cells = shown(html, "pass rate" if key == "pass_rate" else "turns")
+        assert cells == [fmt(by_hash[parent.content_hash][key]), fmt(by_hash[child.content_hash][key])], cells
+    assert by_hash[child.content_hash]["turns"] > 0
+    assert "pass rate (4 rollouts)" in html and "not measured" not in html
+    assert "diff against the parent" in html and "parent/instruction.md" in html  # a unified diff
     assert all(st["skill"] in html for st in child.data["plan"])
 
 
-def test_seed_panel_has_no_parent(store):
+def test_seed_panel_has_no_parent(store, rows):
     seed = next(e for e in store.envs() if e.generation == 0)
-    html = describe(store, seed)
-    assert "seed" in html and "—" in html  # no pass rate without rows, no parent values
+    html = describe(store, seed, rows)
+    assert "seed" in html and "diff against the parent" not in html and "parent/" not in html
+    assert "files of the seed" in html and "instruction.md" in html  # its own files instead
+    assert "<th>parent</th>" not in html  # one column: there is no parent to compare with
+    measured = next(r for r in rows if r["content_hash"] == seed.content_hash)
+    assert shown(html, "pass rate") == [fmt(measured["pass_rate"])]
     diffs = folder_diff(None, store.path(seed))
-    assert any(name == "instruction.md" for name, _ in diffs)  # the whole seed shows as added
+    assert any(name == "instruction.md" for name, _ in diffs)  # folder_diff still shows a whole folder as added
+
+
+def test_without_rows_the_panel_says_not_measured(store):
+    child = next(e for e in store.envs() if e.generation == 1)
+    html = describe(store, child)
+    assert "not measured" in html and "<td>pass rate" not in html and "<td>turns" not in html
 
 
 def test_widget_follows_menu_and_slider(store):

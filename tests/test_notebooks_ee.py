@@ -1,19 +1,23 @@
 """The EE notebooks run end to end (marked ``notebooks``): each runs at smoke sizes with papermill and
 records numbers that support the paper's claims in kind (static shape of every notebook: test_notebooks_static.py).
 
-What the smoke runs assert (smoke sizes: 3 lineages × 4 generations per setting, B = 8 rollouts; the
-numbers in parentheses are seed 0's):
+What the smoke runs assert (smoke sizes: 3 lineages × 4 generations per setting, B = 8 rollouts):
 
-* effort (``ee_effort``): high and max drive the reference solver's mean pass rate to 0, monotonically
-  (0.92 → 0.58 → 0 and 0.92 → 0.29 → 0), max no later than high and with larger edits, while low does
-  not reach 0 (EE: low fluctuates and never reaches 0; ours 0.92 … 0.54); every effort lengthens episodes;
-* directions (``ee_table1_directions``, ``ee_difficulty``): each pinned direction raises its own part
-  of D_T at every edit and lowers the pass rate on average, after one step and over all edits (EE Table 1:
-  ΔPass < 0 for every direction), and the paper's Table 1 values sit beside ours in the table;
-* calibration (``ee_difficulty``): D_T correlates negatively with the measured pass rate (ρ < 0;
-  measured ≈ −0.8 over 31 environments);
-* quickstart: every environment verified, the last generation re-verified, D_T rising at every edit, the
-  lineage browser rendered; and the stored notebook also passes ``nbval --nbval-lax``.
+* effort (``ee_effort``): high and max drive the reference solver's mean pass rate to 0, monotonically,
+  max no later than high and with larger edits, while low does not reach 0 (EE: low fluctuates and never
+  reaches 0); every effort lengthens episodes;
+* directions (``ee_table1_directions``, ``ee_difficulty``): each pinned direction lowers the pass rate
+  on average, after one step and over all edits (EE Table 1: ΔPass < 0 for every direction);
+* calibration (``ee_difficulty``): D_T correlates negatively with the measured pass rate (ρ < 0);
+* quickstart: the last generation re-verified from scratch, the lineage browser rendered; and the
+  stored notebook also passes ``nbval --nbval-lax``.
+
+Not asserted, because they follow from the code alone (issue 13, "true by construction"): that D_T,
+or the part of it a pinned direction targets, rises at every edit (the reviewer, evokit.evolve.review,
+rejects edits that do not raise both: tested there); that only length edits add turns (the CPU learner
+runs one command per step, so turns = plan length); that every stored environment was verified (the
+harness stores only those that pass); that seeds start at a pass rate ≥ 1/8 (the seed filter keeps only
+those); the paper's Table 1 signs (constants in evokit.reference). The run's values stay in each summary.json.
 
 Figures go to a temporary ``EVOKIT_FIGURES`` and rows to temporary ``results_dir``s, so a test run
 never overwrites ``figures/`` or ``results/``. The three EE runs share one reference solver (trained by
@@ -87,8 +91,7 @@ def run_notebook(tmp_path_factory):
 def test_quickstart(run_notebook):
     s, figures = run_notebook("00_quickstart")
     assert s["n_lineages"] == 3 and s["generations"] == 3 and s["n_envs"] == 3 * (3 + 1)
-    assert s["all_verified"] and s["all_reverified"]  # the three verifiers, at creation and again at the end
-    assert s["d_t_rises"] and s["d_t_final"] > s["d_t_seed"]  # every accepted edit raises D_T
+    assert s["all_reverified"]  # the three verifiers run again, from scratch, on each lineage's last environment
     assert s["browser_html_chars"] > 1000  # the browser built its panel (plan, D_T, verdict, diff)
     assert (figures / "00_quickstart.png").stat().st_size > 0
 
@@ -100,7 +103,6 @@ def test_effort_high_and_max_reach_zero_low_does_not(run_notebook):
     s, figures = run_notebook("ee_effort")
     efforts = ("low", "high", "max")
     assert s["generations"] == 4 and s["n_lineages"] == dict.fromkeys(efforts, 3)
-    assert all(s["seed_pass_rate"][e] >= 1 / 8 for e in efforts)  # lineages start where a fall is measurable
     zero, final, curve = s["first_zero_generation"], s["final_pass_rate"], s["pass_rate_curve"]
     for e in ("high", "max"):
         assert zero[e] is not None and final[e] == 0 and s["pass_rate_monotone"][e], (e, curve[e])
@@ -110,21 +112,16 @@ def test_effort_high_and_max_reach_zero_low_does_not(run_notebook):
     assert s["mean_mutation_total"]["max"] > s["mean_mutation_total"]["high"] > s["mean_mutation_total"]["low"]
     assert zero["low"] is None and min(curve["low"]) > 0.1, curve["low"]  # low never reaches 0
     assert s["mean_pass_rate_evolved"]["low"] > s["mean_pass_rate_evolved"]["high"]
-    assert all(s["final_turns"][e] > s["seed_turns"][e] and s["final_d_t"][e] > s["seed_d_t"][e] for e in efforts)
+    assert all(s["final_turns"][e] > s["seed_turns"][e] for e in efforts)  # length edits were drawn and kept
     assert (figures / "ee_effort.png").stat().st_size > 0
 
 
 def _directions_hold(directions: dict) -> None:
     assert set(directions) == {"length", "scenario", "skill"}
     for d, s in directions.items():
-        own = s["own_term"]
         assert s["n_edits"] >= 3, (d, s)  # at least one edit per lineage
-        assert s[f"d_{own}_mean"] > 0, (d, s)  # each edit raises the direction's own part of D_T
-        assert s["own_term_final"] > s["own_term_seed"], (d, s)
-        assert s["d_d_t_mean"] > 0, (d, s)  # and D_T as a whole
-        assert s["d_pass_pts_mean"] < 0, (d, s)  # and lowers the pass rate on average
+        assert s["d_pass_pts_mean"] < 0, (d, s)  # each direction lowers the pass rate on average
         assert s["pass_rate_final"] < s["pass_rate_seed"], (d, s)
-        assert (s["d_turns_mean"] > 0) == (d == "length"), (d, s)  # one command per step: only length adds turns
 
 
 @pytest.mark.notebooks
@@ -139,14 +136,14 @@ def test_table1_every_direction_lowers_pass_rate(run_notebook):
         mean = next(r for k, r in rows.items() if k.startswith(f"{d}, mean of"))
         assert one["n_edits"] == 3 and one["d_pass_pts"] < 0, one  # one first edit per lineage
         assert mean["n_edits"] >= one["n_edits"] and mean["d_pass_pts"] < 0, mean
-        assert one["d_pass_pts_paper"] < 0 and mean["d_pass_pts_paper"] < 0  # the paper's values sit beside ours
-        assert one["total_paper"] > 0 and 0 < one["total"] <= 100, one
+        assert {"d_pass_pts_paper", "total_paper"} <= set(one), one  # the paper's values sit beside ours
+        assert 0 < one["total"] <= 100, one
     assert (figures / "ee_table1_directions.png").stat().st_size > 0
 
 
 @pytest.mark.notebooks
 def test_difficulty_predicts_pass_rate(run_notebook):
-    """D_T correlates negatively with the reference solver's measured pass rate; directions raise their parts."""
+    """D_T correlates negatively with the reference solver's measured pass rate; directions lower the pass rate."""
     s, figures = run_notebook("ee_difficulty")
     cal = s["calibration"]
     assert cal["n_envs"] >= 25, cal  # enough distinct environments for a rank correlation
@@ -160,9 +157,10 @@ def test_quickstart_nbval(tmp_path):
     """The stored quickstart runs cell by cell under nbval (lax: no stored outputs to compare)."""
     nb = tmp_path / "00_quickstart.ipynb"
     shutil.copy(ROOT / "notebooks" / "00_quickstart.ipynb", nb)
-    env = {**os.environ, "EVOKIT_FIGURES": str(tmp_path / "figures"), "HARBOR_TELEMETRY": "0", "MPLBACKEND": "Agg"}
+    env = {**os.environ, "EVOKIT_ROOT": str(tmp_path), "HARBOR_TELEMETRY": "0", "MPLBACKEND": "Agg"}  # root: tmp
     proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
                            "--rootdir", str(tmp_path), str(nb)], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert (tmp_path / "results" / "00_quickstart" / "summary.json").exists()
+    assert (tmp_path / "figures" / "00_quickstart.png").exists()

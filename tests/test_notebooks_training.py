@@ -93,9 +93,11 @@ def test_ee_el_scheduler(tmp_path, monkeypatch):
 
 
 def test_ee_trajectory_growth(tmp_path, monkeypatch):
-    """EE: under EL, turns per trajectory grow as later generations unlock; one command per turn (CPU learner)."""
+    """EE: under EL, turns per trajectory grow as later generations unlock.
+
+    ``commands_per_turn`` is recorded, not asserted: the CPU learner runs one command per turn by
+    construction, so asserting it tested nothing (issue 13)."""
     s = run_notebook("ee_trajectory_growth", tmp_path, monkeypatch)
-    assert s["commands_per_turn"] == 1.0
     assert s["generation_last_el"] > 1.0  # EL left the first generation
     assert s["turns_last_el"] > s["turns_first_el"], s["curricula"]
 
@@ -104,21 +106,23 @@ def test_ee_methods(tmp_path, monkeypatch):
     """EE §5.1 at smoke scale: each method trains on its own environments and is evaluated on held-out ones.
 
     The paper's ordering (evolution > co-evolution > ensemble) is recorded in the summary, not asserted:
-    with 20 steps and a handful of held-out tasks its differences are within noise.
+    with 20 steps and a handful of held-out tasks its differences are within noise. (No "peak ≥ initial":
+    step 0 is in every curve, so it could not fail.)
     """
     s = run_notebook("ee_methods", tmp_path, monkeypatch)
     assert set(s["peak"]) == {"evolution", "co-evolution", "ensemble"}
     assert all(0 <= v <= 1 for v in s["peak"].values())
-    assert all(s["peak"][m] >= s["initial"] for m in s["peak"])  # step 0 is part of every curve
     env = s["environments"]
     assert env["co-evolution"] == env["evolution"] == env["ensemble"]  # the same budget of environments
 
 
 def test_genenv_data_efficiency(tmp_path, monkeypatch):
-    """GenEnv data efficiency at smoke scale: scores for both methods at every amount, from one untrained start."""
+    """GenEnv data efficiency at smoke scale: scores for both methods at every amount.
+
+    (No ``scores["0"] == untrained``: the summary copies ``untrained`` from the amount-0 row, so it could not fail.)
+    """
     s = run_notebook("genenv_data_efficiency", tmp_path, monkeypatch)
     assert set(s["scores"]) == {"GenEnv", "static augmentation"}
     for scores in s["scores"].values():
         assert sorted(map(int, scores)) == [0, 4, 8, 16]
         assert all(0 <= v <= 1 for v in scores.values())
-        assert scores["0"] == s["untrained"]

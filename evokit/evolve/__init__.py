@@ -20,7 +20,7 @@ from evokit.lineage import LineageStore
 def evolve(seed_dirs: Sequence[str | Path], store: LineageStore | str | Path, config: EvolveConfig = EvolveConfig(),
            *, backend: Backend | None = None, workers: int = 2, executor=None, progress: bool = True) -> LineageStore:
     """Evolve one lineage per seed (in parallel), resuming whatever ``store`` already holds."""
-    from tqdm import tqdm
+    from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
     from evokit.parallel import LocalExecutor
 

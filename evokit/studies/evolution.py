@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from tqdm import tqdm
+from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.evolve import EvolveConfig, evolve
 from evokit.rows import append_rows, read_rows

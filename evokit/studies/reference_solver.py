@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
+from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.catalog import pairs
 from evokit.curriculum import Weighted

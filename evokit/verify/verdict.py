@@ -145,7 +145,7 @@ def verify_many(paths: list[str | Path], config: VerifyConfig = VerifyConfig(), 
                 progress: bool = True, executor=None) -> list[Verdict]:
     """Verify many tasks, ``workers`` at a time (or through ``executor``: an
     :mod:`evokit.parallel` executor, e.g. Ray), with a progress bar; order is kept."""
-    from tqdm import tqdm
+    from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
     from evokit.parallel import LocalExecutor
 

@@ -1,0 +1,66 @@
+"""Where a notebook's ``results/`` and ``figures/`` go: the repository root, wherever it is opened from.
+
+JupyterLab starts a notebook's kernel in the notebook's folder (``notebooks/``), papermill and
+``scripts/run_notebooks.py`` start it wherever they are told; relative paths then land in different
+places (issue 13: four notebooks changed directory, seven wrote under ``notebooks/``). Every notebook
+therefore resolves its paths with :func:`at_root`, and :func:`evokit.plotting.savefig` writes under
+:func:`repo_root` / ``figures``, so ``results/<notebook>/`` and ``figures/`` are the repository's
+wherever the kernel runs.
+
+The root is, in order: ``$EVOKIT_ROOT`` (for an installed evokit used outside its checkout), the
+nearest folder at or above the working directory whose ``pyproject.toml`` names the ``evokit``
+project (the checkout the notebook was opened in), then the checkout this package was imported from.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+ROOT_VARIABLE = "EVOKIT_ROOT"
+_PROJECT = re.compile(r'^\s*name\s*=\s*["\']evokit["\']', re.MULTILINE)
+
+
+def _is_checkout(folder: Path) -> bool:
+    project = folder / "pyproject.toml"
+    try:
+        return project.is_file() and bool(_PROJECT.search(project.read_text(errors="replace")))
+    except OSError:
+        return False
+
+
+def repo_root(start: str | Path | None = None) -> Path:
+    """The evokit checkout that notebooks write into (see the module docstring for the order).
+
+    Raises ``ValueError`` (naming the variable to set) when ``$EVOKIT_ROOT`` is not a folder or no checkout
+    is found, rather than writing results somewhere unexpected.
+    """
+    env = os.environ.get(ROOT_VARIABLE)
+    if env:
+        root = Path(env).expanduser()
+        if not root.is_dir():
+            raise ValueError(f"{ROOT_VARIABLE}={env!r} is not a folder; point it at the evokit checkout "
+                             "(the folder holding pyproject.toml, notebooks/ and results/) or unset it")
+        return root.resolve()
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if _is_checkout(folder):
+            return folder
+    package_checkout = Path(__file__).resolve().parent.parent
+    if _is_checkout(package_checkout):
+        return package_checkout
+    raise ValueError(f"no evokit checkout at or above {here} and evokit is installed outside one; "
+                     f"set {ROOT_VARIABLE} to the folder where results/ and figures/ should go")
+
+
+def at_root(path: str | Path) -> Path:
+    """``path`` as given when absolute, else relative to :func:`repo_root` (``"results/x"`` → ``<root>/results/x``)."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else repo_root() / p
+
+
+def figures_dir() -> Path:
+    """Where :func:`evokit.plotting.savefig` writes: ``$EVOKIT_FIGURES`` (tests use a temporary one), else
+    ``<root>/figures``."""
+    return at_root(os.environ.get("EVOKIT_FIGURES") or "figures")
