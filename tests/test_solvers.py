@@ -190,21 +190,21 @@ def test_a_wrong_shape_is_retried_and_the_right_result_accepted(tmp_path):
 
 
 def test_harder_tasks_cost_more_turns_with_retries(tmp_path):
-    """Real sandbox, 3 attempts per step: two-step tasks of the 6 rarest pairs vs the 6 commonest
-    (same length). Over solvers A, B, C × 5 seeds, turns per trajectory are higher on the rare
+    """Real sandbox, 3 attempts per step: two-step tasks of the 4 rarest pairs vs the 4 commonest
+    (same length). Over solvers A, B, C × 5 seeds (2 rollouts per task), turns per trajectory are higher on the rare
     tasks (95 % interval of the difference above 0), and lower pass rate goes with it."""
     def tasks(prs, tag):
         return [render(Plan((Step(*prs[2 * n]), Step(*prs[2 * n + 1]))), 21 + n, tmp_path / f"{tag}{n}")
                 for n in range(len(prs) // 2)]
 
-    hard, easy = tasks(rarest("*", 6), "hard"), tasks(rarest("*", 6, common=True), "easy")
+    hard, easy = tasks(rarest("*", 4), "hard"), tasks(rarest("*", 4, common=True), "easy")
     diffs, rows = [], []
     for name in SOLVERS:
         for seed in SEEDS:
             sol = build_solver(SOLVERS[name].reseeded(seed))
             out = {}
             for tag, ts in (("hard", hard), ("easy", easy)):
-                groups = collect_groups(sol.policy, ts, group_size=3, seed=seed, attempts=3, judge=sol.judge)
+                groups = collect_groups(sol.policy, ts, group_size=2, seed=seed, attempts=3, judge=sol.judge)
                 rs = [r for g in groups for r in g if not r.masked]
                 out[tag] = (np.mean([r.n_turns for r in rs]), np.mean([r.reward for r in rs]))
             rows.append((name, seed, out))
