@@ -386,21 +386,23 @@ def _max_turns(task: Task | str | Path, attempts: int = 1) -> int:
 
 def collect_groups(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, group_size: int = 8,
                    workers: int = 2, seed: int = 0, greedy: bool = False, groups_at_once: int = 1,
-                   attempts: int = 1, judge: Judge | None = None, turn_budget: int | None = None
-                   ) -> list[list[Rollout]]:
+                   seeds: Sequence[int] | None = None, attempts: int = 1, judge: Judge | None = None,
+                   turn_budget: int | None = None) -> list[list[Rollout]]:
     """One GRPO group per task (``group_size`` rollouts, ``workers`` at once).
 
     max_turns = the task's steps × ``attempts`` (1 by default: one command per step), or
     ``turn_budget`` when given. ``groups_at_once`` groups run in parallel; group n's rollouts
-    are seeded by ``seed·1000 + n`` whatever the parallelism, so the rollouts do not depend on it.
+    are seeded by ``seeds[n]`` (default ``seed·1000 + n``) whatever the parallelism, so the
+    rollouts do not depend on it.
     """
     actor = LearnerPolicy(policy, greedy=greedy, attempts=attempts, judge=judge)
+    seeds = list(seeds) if seeds is not None else [seed * 1000 + n for n in range(len(tasks))]
 
     def one(job):
         n, t = job
         turns = turn_budget if turn_budget is not None else _max_turns(t, attempts)
         return rollout_group(actor, t, group_size=group_size, workers=workers, max_turns=turns,
-                             seed=seed * 1000 + n)
+                             seed=seeds[n])
 
     if groups_at_once <= 1:
         return [one(job) for job in enumerate(tasks)]

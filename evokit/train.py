@@ -45,7 +45,7 @@ from evokit.learners import (
 )
 from evokit.rollout import write_rows
 from evokit.rows import append_rows, keep_rows
-from evokit.seeding import group_seed, step_rng
+from evokit.seeding import group_seeds, step_rng
 from evokit.sources import Run, TaskSource, describe, group_results
 
 
@@ -68,6 +68,7 @@ class TrainConfig:
     groups_at_once: int = 1  # groups run in parallel (each with ``workers`` rollouts at once)
     eval_every: int = 10  # steps between held-out evaluations (0: never)
     eval_rollouts: int = 8  # rollouts per held-out task
+    rollout_seeds: str = "run"  # how step t's groups are seeded (evokit.seeding.GROUP_SEEDS)
 
     def run(self, out: Path | None = None) -> Run:
         """What the task source is told of this run (group size B, seed, output folder)."""
@@ -168,7 +169,8 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
         state, refs = source.sample(state, step_rng(cfg.seed, step), cfg.tasks_per_step)
         d_theta, d_t = _difficulties(model, refs)
         groups = collect_groups(model, [r.path for r in refs], group_size=cfg.group_size, workers=cfg.workers,
-                                seed=group_seed(cfg.seed, step), groups_at_once=cfg.groups_at_once)
+                                seeds=group_seeds(cfg.rollout_seeds, cfg.seed, step, len(refs)),
+                                groups_at_once=cfg.groups_at_once)
         metrics = grpo_update(model, opt, groups, beta_kl=cfg.beta_kl, clip=cfg.clip, ref_policy=ref)
         results = group_results(refs, [[r.to_row() for r in g] for g in groups])
         state = source.update(state, results)

@@ -102,6 +102,19 @@ def test_kill_commands_ends_a_daemon_that_would_rewrite_the_reward(box):
     assert box.exec("ls /proc | grep -c '^[0-9]'").stdout.strip() in {"3", "4", "5"}  # init, sleep, this exec
 
 
+def test_kill_commands_with_a_remote_daemon_restarts_the_container(box, monkeypatch):
+    """The fallback when the container's cgroup is not on this host (Docker Desktop): SIGKILL pid 1
+    and start again. Here the host's cgroup is hidden from the method to take that path for real."""
+    monkeypatch.setattr(box, "_cgroup_procs", lambda: None)
+    box.write_file("/app/work.txt", "kept")
+    box.exec("nohup sh -c 'while true; do echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' >/dev/null 2>&1 &")
+    box.kill_commands()
+    box.exec("rm -f /logs/verifier/reward.txt")
+    time.sleep(0.3)
+    assert box.exec("test -e /logs/verifier/reward.txt").return_code == 1
+    assert box.read_file("/app/work.txt") == b"kept"
+
+
 def test_upload_download_round_trip(box, tmp_path):
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
@@ -145,12 +158,25 @@ def test_read_file_does_not_follow_a_planted_link(box):
 def test_no_network_fork_bomb_and_memory_limits(box, docker_client):  # noqa: F811
     ifaces = box.exec("tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '").stdout.split()
     assert ifaces == ["lo"]
-    r = box.exec("for i in $(seq 400); do sleep 5 & done 2>/dev/null; wait", timeout_sec=20)
-    assert box.exec("echo alive").stdout == "alive\n"  # the fork bomb hit pids_limit; the box is fine
+    box.exec("for i in $(seq 400); do sleep 30 & done 2>/dev/null; exit 0", timeout_sec=20)
+    running = len(docker_client.api.top(f"evokit-{box.id}")["Processes"])
+    assert 100 < running <= 128  # the fork bomb stopped at pids_limit
+    box.kill_commands()
+    assert box.exec("echo alive").stdout == "alive\n"
     host = docker_client.api.inspect_container(f"evokit-{box.id}")["HostConfig"]
     assert host["Memory"] == 256 << 20 and host["MemorySwap"] == 256 << 20 and host["PidsLimit"] == 128
     assert host["Init"] is True and "no-new-privileges" in host["SecurityOpt"]
-    assert r.return_code is not None
+
+
+def test_a_public_local_sandbox_leaves_the_containers_root_mounted(box, docker_client, base_image):  # noqa: F811
+    """Regression: slirp4netns's sandbox (a public local sandbox) once unmounted Docker's overlays."""
+    from evokit.sandbox import Sandbox
+
+    merged = docker_client.api.inspect_container(f"evokit-{box.id}")["GraphDriver"]["Data"]["MergedDir"]
+    with Sandbox(base_image, network=True) as local:
+        assert local.exec("true").ok
+    assert f" {merged} " in Path("/proc/self/mountinfo").read_text()
+    assert box.exec(["cat", "/etc/hostname"], user="root").stdout == "sandbox\n"
 
 
 def test_exec_after_stop_raises_and_stop_is_idempotent(image, docker_client):  # noqa: F811

@@ -493,3 +493,24 @@ def test_public_sandbox_and_build_step_leave_host_mounts_alone(base_image, sandb
     build_image(ctx, root=sandbox_cache)
     assert (shared_host_mount / "alive").read_text() == "yes"
     assert f" {shared_host_mount} " in Path("/proc/self/mountinfo").read_text()
+
+
+@pytest.mark.parametrize("user", ["root", "agent"])
+def test_kill_commands_leaves_no_survivor_a_moment_to_act(base_image, user):
+    """Between the agent phase and the verifier, ``kill_commands`` ends every agent process.
+    Killed one at a time, a shell whose ``sleep`` died first ran its next command (here: an
+    echo standing for a forged reward) before its own SIGKILL; a respawning watchdog likewise.
+    Everything is stopped before anything is killed, so nothing runs after the call. (With 150
+    chains the old one-at-a-time kill let an echo through in 2 of 3 rounds, measured.)"""
+    with running(base_image) as s:
+        for _ in range(3):
+            assert agent(s, "rm -f /tmp/flag; for i in $(seq 150); do (sleep 300; echo $i >> /tmp/flag) >/dev/null 2>&1 &"
+                            " done; (while :; do sleep 0.01 & wait; echo w >> /tmp/flag; done) >/dev/null 2>&1 &"
+                            " sleep 0.3; true",
+                         user=user, timeout_sec=20).ok
+            assert s.kill_commands() >= 151
+            after = agent(s, "cat /tmp/flag 2>/dev/null; true").stdout
+            assert set(after.split()) <= {"w"}, after  # no chain's echo ran (its sleep never ends)
+            time.sleep(0.3)
+            assert agent(s, "cat /tmp/flag 2>/dev/null; true").stdout == after  # nothing runs any more
+            assert "sleep" not in agent(s, r"cat /proc/[0-9]*/cmdline | tr '\0' ' ' | sed 's/sleep infinity//g'").stdout

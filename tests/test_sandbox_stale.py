@@ -2,8 +2,9 @@
 
 The "harness" in the SIGKILL tests is a real child Python process that starts a real sandbox
 (with slirp4netns and a daemon of its own) and is then killed with SIGKILL; the test process
-plays "the next run". Other engineers' sandboxes share /run/evokit on this machine, so every
-check looks only at the ids this test created.
+plays "the next run". Other engineers' harnesses share /run/evokit on this machine and clean
+free leases there too, so these harnesses use a run dir of the test's own (``EVOKIT_RUN_DIR``),
+and every check looks only at the ids this test created.
 """
 
 import json
@@ -39,46 +40,55 @@ s.stop()
 """
 
 
-def start_harness(image) -> tuple[subprocess.Popen, dict]:
+def start_harness(image, run_dir: Path) -> tuple[subprocess.Popen, dict]:
     spec = json.dumps({"key": image.key, "root": str(image.root), "lowerdirs": list(image.lowerdirs)})
-    env = {**os.environ, "HARBOR_TELEMETRY": "0", "PYTHONPATH": str(Path(__file__).parents[1])}
+    env = {**os.environ, "HARBOR_TELEMETRY": "0", "PYTHONPATH": str(Path(__file__).parents[1]),
+           "EVOKIT_RUN_DIR": str(run_dir)}
     proc = subprocess.Popen([sys.executable, "-c", HARNESS, spec], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, env=env)
     info = json.loads(proc.stdout.readline())
     return proc, info
 
 
-def host_state(info: dict) -> list[str]:
-    """What of the child's sandbox is still on the host (processes, mounts, dirs, cgroups, lease)."""
+def host_state(info: dict, ended_at: int) -> list[str]:
+    """What of the child's sandbox is still on the host (processes, mounts, dirs, cgroups, lease).
+
+    ``ended_at`` (:func:`ticks_since_boot` just before the harness was killed or told to stop):
+    namespace inodes are recycled, so only processes older than that count as its own.
+    """
     from sandbox_support import Trace
 
     t = Trace(info["id"], info["state_dir"], info["pid_ns"], info["mnt_ns"], tuple(info["cgroups"]))
-    found = leftovers(t, ticks_since_boot())
-    if (stale.RUN_DIR / f"{info['id']}.lock").exists():
+    found = leftovers(t, ended_at)
+    if (Path(info["state_dir"]).parent / f"{info['id']}.lock").exists():
         found.append("lease")
     if Path(f"/proc/{info['slirp']}").exists() and "slirp4netns" in Path(f"/proc/{info['slirp']}/cmdline").read_text():
         found.append("slirp4netns")
     return found
 
 
-def test_sigkilled_harness_leaves_state_that_the_next_run_lists_and_cleans(base_image):
+def test_sigkilled_harness_leaves_state_that_the_next_run_lists_and_cleans(base_image, tmp_path, monkeypatch):
     """After SIGKILL of the harness its lease is free: `evokit sandbox list` shows it stale and
     `evokit sandbox clean` removes state dir, cgroups and lease; no process of it survives."""
     from evokit.cli import app
 
-    proc, info = start_harness(base_image)
+    run_dir = tmp_path / "run"
+    monkeypatch.setattr(stale, "RUN_DIR", run_dir)  # what the CLI reads
+    proc, info = start_harness(base_image, run_dir)
+    killed_at = ticks_since_boot()
     proc.kill()
     proc.wait()
     entry = next(e for e in stale.scan() if e.id == info["id"])
     assert entry.status == "stale" and entry.pid == proc.pid
-    assert host_state(info), "a SIGKILLed harness should leave something for this test to clean"
+    assert host_state(info, killed_at), "a SIGKILLed harness should leave something for this test to clean"
     runner = CliRunner()
     listed = runner.invoke(app, ["sandbox", "list"], terminal_width=300)
     assert listed.exit_code == 0 and info["id"] in listed.output and "stale" in listed.output, listed.output
     cleaned = runner.invoke(app, ["sandbox", "clean"], terminal_width=300)
-    assert cleaned.exit_code == 0 and f"state dir {info['state_dir']}" in cleaned.output, cleaned.output
+    flat = cleaned.output.replace("\n", "")  # rich wraps long paths
+    assert cleaned.exit_code == 0 and f"removed state dir {info['state_dir']}" in flat.replace("dir  ", "dir "), flat
     deadline = time.monotonic() + 10
-    while (left := host_state(info)) and time.monotonic() < deadline:
+    while (left := host_state(info, killed_at)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert left == []
     assert info["id"] not in [e.id for e in stale.scan()]
@@ -86,20 +96,22 @@ def test_sigkilled_harness_leaves_state_that_the_next_run_lists_and_cleans(base_
     assert "sleep 7777" not in ps
 
 
-def test_clean_never_touches_a_live_harness_sandbox(base_image):
+def test_clean_never_touches_a_live_harness_sandbox(base_image, tmp_path):
     """clean() run while another harness's sandbox is up leaves it running and usable."""
-    proc, info = start_harness(base_image)
+    run_dir = tmp_path / "run"
+    proc, info = start_harness(base_image, run_dir)
     try:
-        removed = stale.clean()
+        removed = stale.clean(run_dir)
         assert not [r for r in removed if info["id"] in r], removed
-        assert next(e for e in stale.scan() if e.id == info["id"]).status == "live"
+        assert next(e for e in stale.scan(run_dir) if e.id == info["id"]).status == "live"
         proc.stdin.write("echo still-up\n")
         proc.stdin.flush()
         assert json.loads(proc.stdout.readline()) == "still-up\n"
     finally:
+        stopped_at = ticks_since_boot()
         proc.stdin.close()
         assert proc.wait(timeout=30) == 0
-    assert host_state(info) == []
+    assert host_state(info, stopped_at) == []
 
 
 def test_a_cgroup_that_fails_to_apply_limits_removes_its_dirs(monkeypatch):
@@ -207,3 +219,25 @@ def test_sigkill_of_the_init_process_group_is_not_needed_for_stop(base_image):
     os.kill(s._init.pid, signal.SIGKILL)
     s.stop()
     assert _nothing_left(s) == []
+
+
+def test_the_next_harness_cleans_up_after_a_sigkilled_one_by_itself(base_image, tmp_path):
+    """No command needed: the first sandbox the next harness process starts removes the state
+    the SIGKILLed one left (its lease is free)."""
+    run_dir = tmp_path / "run"
+    proc, info = start_harness(base_image, run_dir)
+    killed_at = ticks_since_boot()
+    proc.kill()
+    proc.wait()
+    assert host_state(info, killed_at)
+    nxt, nxt_info = start_harness(base_image, run_dir)  # its start() runs the cleanup once
+    try:
+        deadline = time.monotonic() + 10
+        while (left := host_state(info, killed_at)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert left == []
+    finally:
+        stopped_at = ticks_since_boot()
+        nxt.stdin.close()
+        assert nxt.wait(timeout=30) == 0
+    assert host_state(nxt_info, stopped_at) == []

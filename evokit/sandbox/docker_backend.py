@@ -22,10 +22,11 @@ Isolation promises of the local sandbox (issue 11) and how this backend keeps th
 * **capabilities**: Docker's default set (the same list as the local sandbox's execs) and
   ``no-new-privileges`` (bwrap always sets ``PR_SET_NO_NEW_PRIVS``). **Gap:** Docker's
   seccomp profile applies here, and the local sandbox has none: this backend is *stricter*.
-* **kill before the verifier**: :meth:`kill_commands` kills the container's pid 1
-  (``docker-init``) with SIGKILL, which ends every process of the container's pid namespace,
-  and starts the container again on the same writable layer. Nothing the agent runs inside
-  can survive or veto it (no in-container binary takes part), unlike an in-container ``kill``.
+* **kill before the verifier**: :meth:`kill_commands` SIGKILLs, from the host, every process
+  in the container's pids cgroup but ``docker-init`` and its ``sleep`` (daemon on this host), or
+  (remote daemon) SIGKILLs pid 1, which ends the container's pid namespace, and starts the
+  container again on the same writable layer. No in-container binary takes part, so nothing
+  the agent runs inside can survive or veto it, unlike an in-container ``kill``.
 * **no host-side extraction of agent archives**: ``get_archive`` returns a tar stream the agent
   shaped (links, names). :meth:`read_file` only reads one regular member's bytes in memory;
   :meth:`download_dir` unpacks in a throwaway *helper container* of the task's pristine image
@@ -226,6 +227,7 @@ class DockerSandbox:
         self.id = uuid.uuid4().hex[:12]
         self._client = docker_client
         self._container = None
+        self._own: set[int] | None = None
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- lifecycle
@@ -235,9 +237,26 @@ class DockerSandbox:
             self._client = client()
         return self._client.api
 
+    #: Attempts at a container whose setup command succeeds. On this project's machine Docker
+    #: 20.10 now and then starts a container whose root looks empty (``sleep``/``sh`` not found,
+    #: exit 127; cause not found, see README "Container engines"); a fresh container works.
+    START_ATTEMPTS = 3
+
     def start(self) -> DockerSandbox:
+        errors = []
+        for _ in range(self.START_ATTEMPTS):
+            try:
+                return self._start_once()
+            except SandboxError as e:
+                errors.append(str(e))
+                if "failed to start" in str(e):  # the daemon refused the container: no retry helps
+                    break
+        raise SandboxError(errors[-1] + (f" (after {len(errors)} attempts)" if len(errors) > 1 else ""))
+
+    def _start_once(self) -> DockerSandbox:
         import docker
 
+        self.id = uuid.uuid4().hex[:12]
         lim = self.limits
         kwargs = dict(
             image=self.image.tag, entrypoint=["sleep", "infinity"], command=[], init=True, detach=True,
@@ -258,9 +277,20 @@ class DockerSandbox:
         except docker.errors.APIError as e:
             self.stop()
             raise SandboxError(f"docker container failed to start: {e.explanation or e}") from None
+        self._own = None
+        if self._cgroup_procs() is not None:  # before any command: pid 1's only child is its sleep
+            for _ in range(100):
+                pid1 = int(self._api.inspect_container(self._container.id)["State"]["Pid"])
+                if Path(f"/proc/{pid1}/task/{pid1}/children").read_text().split():
+                    self._own_pids()
+                    break
+                time.sleep(0.005)
         setup = ("mkdir -p " + " ".join([*LOG_DIRS, shlex.quote(self.workdir)]) + " && chmod 777 "
                  + " ".join(LOG_DIRS))
-        res = self.exec(["sh", "-c", setup], user="root", cwd="/", timeout_sec=60)
+        try:
+            res = self.exec(["sh", "-c", setup], user="root", cwd="/", timeout_sec=60)
+        except SandboxError as e:
+            res = ExecResult(stdout="", stderr=str(e), return_code=-1)
         if not res.ok:
             try:
                 state = self._api.inspect_container(self._container.id)["State"]
@@ -282,22 +312,70 @@ class DockerSandbox:
         except Exception:
             return False
 
-    def kill_commands(self) -> int:
-        """End every process in the container (SIGKILL to its pid 1), then start it again.
+    def kill_commands(self, rounds: int = 50) -> int:
+        """End every process that commands started (daemons too); keep the container and its files.
 
-        The writable layer (the agent's files) stays; every process, daemons included, is gone,
-        and no binary inside the container takes part. Returns how many processes it ended.
+        With a daemon on this host: SIGKILL, from the host, to every pid in the container's pids
+        cgroup except pid 1 (``docker-init``) and its ``sleep`` (the local sandbox's way; a process
+        cannot leave its cgroup without ``CAP_SYS_ADMIN``). Otherwise (remote daemon): SIGKILL to
+        pid 1, which ends the whole pid namespace, and start the container again on the same
+        writable layer. Neither uses a binary inside the container. Returns how many it killed.
         """
         if self._container is None:
             raise SandboxError("kill_commands on a sandbox that is not running")
+        procs = self._cgroup_procs()
+        if procs is None:
+            try:
+                n = max(len(self._api.top(self._container.id).get("Processes") or []) - 2, 0)
+            except Exception:
+                n = 0
+            self._api.kill(self._container.id, signal="SIGKILL")
+            self._api.wait(self._container.id, timeout=60)
+            self._api.start(self._container.id)
+            self._own = None
+            return n
+        import signal
+
+        own = self._own_pids()
+        killed = 0
+        for _ in range(rounds):  # again: a process may fork while its siblings die
+            pids = set(map(int, procs.read_text().split())) - own
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.005)
+        return killed
+
+    def _own_pids(self) -> set[int]:
+        """Host pids of the container itself: pid 1 and the ``sleep`` it started (recorded once)."""
+        if getattr(self, "_own", None) is None:
+            pid1 = int(self._api.inspect_container(self._container.id)["State"]["Pid"])
+            kids = Path(f"/proc/{pid1}/task/{pid1}/children").read_text().split()
+            self._own = {pid1, *map(int, kids[:1])}
+        return self._own
+
+    def _cgroup_procs(self) -> Path | None:
+        """The container's ``cgroup.procs`` on this host (pids cgroup), or None (remote daemon)."""
+        cid = self._container.id
         try:
-            n = max(len(self._api.top(self._container.id).get("Processes") or []) - 2, 0)
-        except Exception:
-            n = 0
-        self._api.kill(self._container.id, signal="SIGKILL")
-        self._api.wait(self._container.id, timeout=60)
-        self._api.start(self._container.id)
-        return n
+            pid1 = int(self._api.inspect_container(cid)["State"]["Pid"])
+            lines = Path(f"/proc/{pid1}/cgroup").read_text().splitlines()
+        except (OSError, KeyError, ValueError, TypeError):
+            return None
+        for line in lines:
+            _, names, rel = line.split(":", 2)
+            controllers = names.split(",") if names else []
+            if cid not in rel or (controllers and "pids" not in controllers):
+                continue  # cgroup v1: the pids hierarchy; v2: the unified one (no names)
+            procs = Path("/sys/fs/cgroup", *(["pids"] if controllers else []), rel.lstrip("/"), "cgroup.procs")
+            if procs.is_file():
+                return procs
+        return None
 
     def stop(self) -> None:
         """Remove the container with SIGKILL (idempotent)."""
@@ -327,10 +405,15 @@ class DockerSandbox:
         merged = {**self.env, **(env or {})}
         merged.setdefault("HOME", "/root")
         t0 = time.monotonic()
-        exec_id = self._api.exec_create(self._container.id, argv, stdout=True, stderr=True,
-                                        stdin=stdin is not None, environment=merged,
-                                        workdir=cwd or self.workdir, user=user or "")["Id"]
-        sock_io = self._api.exec_start(exec_id, socket=True)
+        import docker
+
+        try:
+            exec_id = self._api.exec_create(self._container.id, argv, stdout=True, stderr=True,
+                                            stdin=stdin is not None, environment=merged,
+                                            workdir=cwd or self.workdir, user=user or "")["Id"]
+            sock_io = self._api.exec_start(exec_id, socket=True)
+        except docker.errors.APIError as e:  # the container died (the agent killed pid 1, OOM)
+            raise SandboxError(f"exec in the container failed: {e.explanation or e}") from None
         sock = sock_io._sock if hasattr(sock_io, "_sock") else sock_io
         writer = None
         if stdin is not None:

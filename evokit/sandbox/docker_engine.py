@@ -66,7 +66,9 @@ class DockerDaemon:
     @classmethod
     def ensure(cls, wait_sec: float = 60.0) -> DockerDaemon:
         try:
-            client(timeout=10).close()
+            c = client(timeout=10)
+            private_data_root(c)
+            c.close()
             return cls()
         except EngineUnavailableError as first:
             dockerd = shutil.which("dockerd")
@@ -86,7 +88,9 @@ class DockerDaemon:
             if proc.poll() is not None:
                 break
             try:
-                client(timeout=5).close()
+                c = client(timeout=5)
+                private_data_root(c)
+                c.close()
                 return daemon
             except EngineUnavailableError:
                 time.sleep(0.3)
@@ -107,6 +111,30 @@ class DockerDaemon:
         if self._tmp is not None:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self._tmp = None
+
+
+def private_data_root(docker_client) -> bool:
+    """Make a local daemon's data root a *private* mount (as root); return whether it changed.
+
+    dockerd makes its data root (``/var/lib/docker``) a shared mount, so every container's
+    overlay under it is in a peer group. A process that copies the host's mount namespace without
+    making it private and then detaches mounts (slirp4netns 1.2.0's ``--enable-sandbox``; found
+    here, fixed in :mod:`evokit.sandbox.netns`, but any old or third-party copy does it) then
+    unmounts the overlays on the host, and running containers lose their root ("unable to find
+    user root", exit 127). Private, those unmounts stay in that namespace. What is lost: binds from
+    under the data root with ``rshared``/``rslave`` propagation, which evokit never uses.
+    """
+    if os.geteuid() != 0:
+        return False
+    root = docker_client.info().get("DockerRootDir") or "/var/lib/docker"
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return False
+    shared = [ln for ln in lines if ln.split()[4] == root and "shared:" in ln.split(" - ")[0]]
+    if not shared:
+        return False  # not a mount here (remote daemon), or private already
+    return subprocess.run(["mount", "--make-rprivate", root], capture_output=True).returncode == 0
 
 
 def ensure_debian_base(docker_client, suite: str = "bookworm", log=lambda s: None) -> list[str]:

@@ -15,7 +15,10 @@ changes, and nothing else of Harbor's trial replaced:
   it can disable the network. ``public`` and ``allowlist`` tasks are Harbor's as before
   (``allowlist`` still needs the sidecar, so still a registry);
 * ``main`` gets ``init: true`` (``docker-init`` as pid 1): Harbor's ``sleep infinity`` ignores
-  SIGTERM as pid 1, so each teardown otherwise waits out Docker's 10 s stop timeout.
+  SIGTERM as pid 1, so each teardown otherwise waits out Docker's 10 s stop timeout;
+* a ``main`` container that exits at once with 127 (on this project's machine Docker 20.10 now
+  and then starts a container on a root that looks empty; see README "Container engines") is
+  brought up again, at most twice.
 
 Deviation from stock Harbor with a registry: there the sidecar also covers compose services
 the task adds; here only ``main`` is set to ``network_mode: none``, and a task's own
@@ -61,6 +64,16 @@ class OfflineDockerEnvironment(DockerEnvironment):
         if self._evokit_no_network:
             caps = caps.model_copy(update={"disable_internet": True})
         return caps
+
+    async def start(self, force_build: bool) -> None:
+        for attempt in range(3):
+            try:
+                return await super().start(force_build)
+            except RuntimeError as e:
+                if attempt == 2 or "exited (127)" not in str(e):
+                    raise
+                self.logger.warning("main exited with 127 at start (empty root?); starting it again")
+                await super().stop(delete=False)
 
     @property
     def _docker_compose_paths(self) -> list[Path]:

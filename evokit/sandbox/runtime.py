@@ -5,12 +5,15 @@ process that started it):
 
 * an **init**: ``unshare --mount`` (holder of a private mount namespace in which a
   ``storage_mb`` tmpfs and the overlay ``image layers + tmpfs upper`` are mounted) that
-  execs bwrap with fresh pid/ipc/uts (+ net) namespaces running ``sleep infinity``;
+  execs bwrap with fresh pid/ipc/uts/net namespaces running ``sleep infinity``; with
+  ``network``, a slirp4netns process connects the net namespace outward
+  (:mod:`evokit.sandbox.netns`); every bwrap loads the keyring filter (:mod:`evokit.sandbox.seccomp`);
 * each **exec** enters that mount namespace and the init's net/uts/ipc namespaces with
   ``nsenter`` and starts a new bwrap over the same merged root joined to the init's pid
   namespace (``--pidns``). So files and background processes persist between execs,
   exactly as with ``docker exec``, and killing the init kills every process at once;
-* a per-sandbox cgroup (memory, pids, cpu) that every process joins before it execs.
+* a per-sandbox cgroup (memory, pids, cpu) that every process joins before it execs;
+* a lease on all of that host state (:mod:`evokit.sandbox.stale`), released last by ``stop``.
 
 File transfer (:mod:`evokit.sandbox.transfer`) walks the sandbox's root from the host through
 ``/proc/<pid 1>/root`` with ``openat2(RESOLVE_IN_ROOT)``: symlinks the agent planted
@@ -171,22 +174,39 @@ class Sandbox:
         Call it between the agent phase and the verifier phase: a daemon the agent left behind
         could otherwise rewrite ``/logs/verifier/reward.txt`` while the tests run. (Harbor's
         docker backend does not do this; evokit's direct trials do.) Returns how many it killed.
+
+        Stop first, then kill: SIGKILLs sent one process at a time let the survivors run in
+        between, and an agent's ``(sleep 300; echo 1 > /logs/verifier/reward.txt) &`` wrote its
+        reward when its ``sleep`` died before its shell (measured: 5 of 150 such chains). Every
+        command process gets SIGSTOP (repeated until a round finds no new one: a process caught
+        mid-fork leaves a child for the next round), then all of them SIGKILL.
         """
         if not self.running:
             raise SandboxError("kill_commands on a sandbox that is not running")
-        killed = 0
-        for _ in range(rounds):  # repeat: a process may fork while we kill its siblings
+        stopped: set[int] = set()
+        for _ in range(rounds):
+            new = self.cgroup.pids() - self._own_pids - stopped
+            if not new:
+                break
+            for pid in new:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+                stopped.add(pid)
+        killed: set[int] = set()
+        for _ in range(rounds):
             pids = self.cgroup.pids() - self._own_pids
             if not pids:
                 break
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGKILL)
-                    killed += 1
+                    killed.add(pid)
                 except ProcessLookupError:
                     pass
             time.sleep(0.005)
-        return killed
+        return len(killed)
 
     def stop(self) -> None:
         """Kill every process of the sandbox and release its mounts, cgroup and state dir."""

@@ -103,7 +103,7 @@ def reference_solver(results_dir: str | Path, seed: int = 0, warmup_steps: int =
     tasks = pair_tasks(out / "reference_tasks", seed)
     source = Weighted(tuple(tasks), tuple(pair_prior(*t.name.split("__")) for t in tasks))
     cfg = TrainConfig(steps=warmup_steps, tasks_per_step=tasks_per_step, group_size=group_size, lr=lr, seed=seed,
-                      workers=group_size, groups_at_once=workers, eval_every=0)
+                      workers=group_size, groups_at_once=workers, eval_every=0, rollout_seeds="reference-warmup")
     train(source, PolicyConfig(), run, cfg, progress=progress)
     policy = final_policy(run, PolicyConfig(), seed)
     policy.save(path)

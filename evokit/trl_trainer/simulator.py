@@ -3,7 +3,7 @@
 TRL 1.16's ``SFTTrainer`` has no per-example weight (checked in ``trl/trainer/sft_trainer.py``), so
 :func:`weighted_sft` is the documented equivalent — the same token-level NLL, weighted per example,
 plus KL(π_θ ‖ π_init) per token. :func:`update_llm_simulator` applies it to the D_env that
-:class:`evokit.trl_trainer.GenEnvTasks` (or :mod:`evokit.genenv`) collected. The procedural
+GenEnv's task source (:class:`evokit.genenv.GenEnvSource`, in either loop) collected. The procedural
 simulator's update (RWR) is :func:`evokit.genenv.rwr_update`.
 """
 

@@ -206,8 +206,15 @@ def _stage_and_run(sandbox: Sandbox, src: Path, target: str, script: str, log: s
                                  None if user is None else str(user)))
     cmd = (f"{pre} mkdir -p {target} {shlex.quote(str(PurePosixPath(log).parent))} && "
            f"tar -x -f - -C {target} --no-same-owner && chmod +x {target}/{script} && "
-           f": > {shlex.quote(log)} && chmod 666 {shlex.quote(log)} && exec {runner}")
+           f": > {shlex.quote(log)} && chmod 644 {shlex.quote(log)} && {_chown(user, log)}exec {runner}")
     return sandbox.exec(["sh", "-c", cmd], stdin=tar_bytes(src), user="root", env=env, timeout_sec=timeout_sec)
+
+
+def _chown(user: str | int | None, *paths: str) -> str:
+    """``chown USER PATHS && `` for a non-root ``user`` (a name, uid or uid:gid), else nothing."""
+    if user is None or str(user) in ("", "root", "0", "0:0"):
+        return ""
+    return f"chown {shlex.quote(str(user))} {' '.join(map(shlex.quote, paths))} && "
 
 
 def run_solution(sandbox: Sandbox, task: Task) -> ExecResult:
@@ -253,11 +260,15 @@ def run_tests(sandbox: Sandbox, task: Task) -> tuple[ExecResult, dict[str, float
     Killing every process first matters in the shared mode: a daemon the agent left behind
     could otherwise rewrite the reward file while (or after) the tests run. The verifier dir is
     emptied (not just the two reward files), so a directory or link planted at
-    ``reward.txt`` cannot stop the tests from writing it.
+    ``reward.txt`` cannot stop the tests from writing it, and recreated writable by the verifier's
+    user only (``0755``): a program of the agent's that the tests run as another user (e.g.
+    ``setpriv --reuid=nobody``, as the bundled examples do) cannot write a reward, not even from a
+    daemon racing the tests' last write.
     """
     sandbox.kill_commands()
     res = _stage_and_run(sandbox, task.paths.tests_dir, "/tests", "test.sh", TEST_STDOUT,
-                         pre=f"rm -rf {VERIFIER_DIR} && mkdir -p -m 777 {VERIFIER_DIR} && rm -rf /tests &&",
+                         pre=(f"rm -rf {VERIFIER_DIR} /tests && mkdir -p -m 755 {VERIFIER_DIR} && "
+                              + _chown(task.config.verifier.user, VERIFIER_DIR)),
                          user=task.config.verifier.user, env=dict(task.config.verifier.env),
                          timeout_sec=task.config.verifier.timeout_sec)
     sandbox.kill_commands()
