@@ -17,11 +17,17 @@ import pytest
 import torch
 
 import evokit.solvers as solvers_mod
-from evokit.catalog import SCENARIOS, SKILLS, pairs
+from evokit.catalog import SCENARIOS, SKILLS
 from evokit.learners import LearnerPolicy, collect_groups, evaluate_per_task, exit_status_judge
 from evokit.plan import Plan, Step, render
 from evokit.rollout import Episode, rollout_group
-from evokit.solvers import SOLVERS, ShapeJudge, SolverConfig, build_solver, pretrain, solver_config, support_reference
+from evokit.solvers import (
+    SOLVERS,
+    build_solver,
+    pretrain,
+    solver_config,
+    support_reference,
+)
 from evokit.world import CorpusConfig, Mixture, sample_corpus, world_distribution
 
 SEEDS = range(5)
