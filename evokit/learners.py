@@ -48,7 +48,11 @@ Deviations, stated where they are made:
    (e.g. ``group-sum`` needs a numeric field a derived list lacks). The policy samples from π
    renormalised over them, so the stored log-probability is exactly that of the executed
    action (no fallback after sampling, which would bias the ratio).
-4. One command per step; the learner never reads outputs (max_turns = number of steps).
+4. By default one command per step; the learner never reads outputs (max_turns = number of
+   steps). With ``attempts > 1`` (issue 13, "turns that depend on difficulty") it reads what an
+   agent reads — its command's exit status and output, never the tests — and a ``judge`` decides
+   whether the result looks right; if not, it tries another technique (sampled from π over the
+   untried candidates) while turns remain, so trajectory length becomes a measurement.
 5. The KL term (``beta_kl``) is the exact KL(π ‖ π_ref) over the candidates, not the k3
    sample estimate (the distribution is small enough to sum).
 6. The loss is the mean over the steps of the rollouts in live groups (DAPO's token-level
@@ -63,7 +67,7 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -85,7 +89,7 @@ from evokit.grpo import (
     usable,
 )
 from evokit.plan import Plan, PlanError, Step, compose
-from evokit.rollout import Episode, Rollout, rollout_group
+from evokit.rollout import Episode, Rollout, Turn, rollout_group
 from evokit.tasks import read_metadata
 
 N_FEATURES = 256  # hash buckets of the goal's bag of words
@@ -288,18 +292,44 @@ def task_difficulty(policy: SkillPolicy, task_dir: str | Path) -> float:
                for st, g in zip(plan.steps, goals, strict=True))
 
 
+Judge = Callable[[str, Sequence[int], Turn], bool]
+"""``judge(scenario, goal features, turn) -> accept``: does this result look like what the step asked?"""
+
+
+def exit_status_judge(scenario: str, goal: Sequence[int], turn: Turn) -> bool:
+    """The judge that needs no knowledge: accept unless the command failed or printed nothing.
+
+    Measured on every compatible catalog pair (one-step tasks, every wrong candidate's command in
+    the real sandbox), a wrong technique exits 0 with a non-empty output: this judge alone almost
+    never triggers a retry. A solver's learned judge (:mod:`evokit.solvers`) reads the output's shape.
+    """
+    return turn.exit_code == 0 and bool(turn.output.strip())
+
+
 class LearnerPolicy:
     """The rollout :class:`~evokit.rollout.Policy` that acts with a :class:`SkillPolicy`.
 
     Per step: candidates (deviation 3), sample κ̂ ~ π (or argmax if ``greedy``) by inverse CDF
     on one draw of the episode's seeded ``random.Random`` (same seed → same choices), run κ̂'s
-    command. ``rollout.info["steps"]`` keeps, per step, the scenario,
+    command. ``rollout.info["steps"]`` keeps, per attempt, the scenario,
     the goal's hashed features, the candidates, the chosen index and skill, and log π(κ̂).
+
+    ``attempts`` (default 1: the original one command per step, unchanged): with more, each
+    command also prints its result file (``head -n 40``), ``judge`` (default
+    :func:`exit_status_judge`) reads the turn (exit status and output only), and a rejected
+    result is retried with another technique, sampled from π renormalised over the candidates
+    not yet tried, until accepted, ``attempts`` are spent, or the episode's turn budget is. Each
+    attempt is one GRPO action (its record has ``step`` and ``attempt``); the stored
+    log-probability is that of the executed choice over its own candidate set.
     """
 
-    def __init__(self, policy: SkillPolicy, *, greedy: bool = False):
-        self.policy, self.greedy = policy, greedy
-        self.name = f"learner(seed={policy.config.seed}{', greedy' if greedy else ''})"
+    def __init__(self, policy: SkillPolicy, *, greedy: bool = False, attempts: int = 1, judge: Judge | None = None):
+        if not (isinstance(attempts, int) and attempts >= 1):
+            raise ValueError(f"attempts must be an integer ≥ 1, got {attempts!r}")
+        self.policy, self.greedy, self.attempts = policy, greedy, attempts
+        self.judge = judge or exit_status_judge
+        extra = f", attempts={attempts}" if attempts > 1 else ""
+        self.name = f"learner(seed={policy.config.seed}{', greedy' if greedy else ''}{extra})"
 
     def run_episode(self, episode: Episode) -> None:
         plan, seed = task_plan(episode.task.paths.task_dir)
@@ -310,17 +340,34 @@ class LearnerPolicy:
         for i, st in enumerate(plan.steps):
             if episode.done:
                 break
-            cands = [k for k in self.policy.candidates(st.scenario) if _step_command(plan_json, seed, i, k)]
-            if not cands:
+            renderable = [k for k in self.policy.candidates(st.scenario) if _step_command(plan_json, seed, i, k)]
+            if not renderable:
                 raise ValueError(f"step {i + 1} ({st.scenario}): no catalog skill renders on its data")
             feats = goal_features(goals[i], self.policy.config.n_features)
-            with torch.no_grad():
-                _, lp = self.policy.log_probs(st.scenario, feats, cands)
-            probs = lp.exp().tolist()
-            j = int(np.argmax(probs)) if self.greedy else _sample(probs, episode.rng.random())
-            steps.append({"scenario": st.scenario, "goal": feats, "candidates": cands, "choice": j,
-                          "skill": cands[j], "logp": float(lp[j])})
-            episode.run(_step_command(plan_json, seed, i, cands[j]))
+            tried: set[str] = set()
+            for attempt in range(self.attempts):
+                cands = [k for k in renderable if k not in tried]
+                if not cands or episode.done:
+                    break
+                with torch.no_grad():
+                    _, lp = self.policy.log_probs(st.scenario, feats, cands)
+                probs = lp.exp().tolist()
+                j = int(np.argmax(probs)) if self.greedy else _sample(probs, episode.rng.random())
+                record = {"scenario": st.scenario, "goal": feats, "candidates": cands, "choice": j,
+                          "skill": cands[j], "logp": float(lp[j])}
+                if self.attempts > 1:
+                    record.update(step=i, attempt=attempt)
+                steps.append(record)
+                tried.add(cands[j])
+                command = _step_command(plan_json, seed, i, cands[j])
+                if self.attempts == 1:
+                    episode.run(command)
+                    break
+                turn = episode.run(f"{command} && head -n 40 {OUT_DIR}/step{i + 1}.txt")
+                record["exit_code"] = turn.exit_code
+                record["accepted"] = bool(self.judge(st.scenario, feats, turn))
+                if record["accepted"]:
+                    break
 
 
 def _sample(probs: Sequence[float], u: float) -> int:
@@ -332,25 +379,29 @@ def _sample(probs: Sequence[float], u: float) -> int:
     return len(probs) - 1
 
 
-def _max_turns(task: Task | str | Path) -> int:
+def _max_turns(task: Task | str | Path, attempts: int = 1) -> int:
     path = task.paths.task_dir if isinstance(task, Task) else Path(task)
-    return len(task_plan(path)[0])
+    return len(task_plan(path)[0]) * attempts
 
 
 def collect_groups(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, group_size: int = 8,
                    workers: int = 2, seed: int = 0, greedy: bool = False, groups_at_once: int = 1,
-                   seeds: Sequence[int] | None = None) -> list[list[Rollout]]:
-    """One GRPO group per task (``group_size`` rollouts, ``workers`` at once; max_turns = the task's steps).
+                   seeds: Sequence[int] | None = None, attempts: int = 1, judge: Judge | None = None,
+                   turn_budget: int | None = None) -> list[list[Rollout]]:
+    """One GRPO group per task (``group_size`` rollouts, ``workers`` at once).
 
-    ``groups_at_once`` groups run in parallel; group n's rollouts are seeded by ``seeds[n]`` (default
-    ``seed·1000 + n``) whatever the parallelism, so the rollouts do not depend on it.
+    max_turns = the task's steps × ``attempts`` (1 by default: one command per step), or
+    ``turn_budget`` when given. ``groups_at_once`` groups run in parallel; group n's rollouts
+    are seeded by ``seeds[n]`` (default ``seed·1000 + n``) whatever the parallelism, so the
+    rollouts do not depend on it.
     """
-    actor = LearnerPolicy(policy, greedy=greedy)
+    actor = LearnerPolicy(policy, greedy=greedy, attempts=attempts, judge=judge)
     seeds = list(seeds) if seeds is not None else [seed * 1000 + n for n in range(len(tasks))]
 
     def one(job):
         n, t = job
-        return rollout_group(actor, t, group_size=group_size, workers=workers, max_turns=_max_turns(t),
+        turns = turn_budget if turn_budget is not None else _max_turns(t, attempts)
+        return rollout_group(actor, t, group_size=group_size, workers=workers, max_turns=turns,
                              seed=seeds[n])
 
     if groups_at_once <= 1:
