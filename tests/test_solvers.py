@@ -128,6 +128,7 @@ def test_population_and_bad_input():
 
 
 # ------------------------------------------------------------------- where they fail (sandbox)
+@pytest.mark.slow  # several minutes of real sandbox rollouts (5 seeds x 3 solvers): make test-slow
 def test_solvers_from_different_mixtures_fail_in_different_places(tmp_path):
     """Real sandbox: one-step tasks on the 4 rarest logs pairs and the 4 rarest sysadmin pairs.
     Over 5 seeds (corpus draw + init), the logs-heavy solver A's advantage on logs over sysadmin
@@ -195,6 +196,7 @@ def test_a_wrong_shape_is_retried_and_the_right_result_accepted(tmp_path):
     assert r.n_turns == 2 and r.reward == 1.0, r.error
 
 
+@pytest.mark.slow  # several minutes of real sandbox rollouts (5 seeds x 3 solvers): make test-slow
 def test_harder_tasks_cost_more_turns_with_retries(tmp_path):
     """Real sandbox, 3 attempts per step: two-step tasks of the 4 rarest pairs vs the 4 commonest
     (same length). Over solvers A, B, C × 5 seeds (2 rollouts per task), turns per trajectory are higher on the rare
