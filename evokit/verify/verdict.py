@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from evokit.sandbox import DockerfileError, ImageBuildError, SandboxError
+from evokit.sandbox.image import Image
 from evokit.sandbox.task_env import image_for_task
 from evokit.tasks import TaskFormatError, content_hash, load_task
 from evokit.verify.rubric import DEFAULT_RUBRIC, Rubric, RubricContext
@@ -105,7 +106,10 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
             verdict.checks.append(Check(f"rubric:{rule.name}", ok, reason))
         verdict.checks.append(Check("build", False, str(e)))
         return verdict
-    ctx.image = image  # the static rules see what the built image provides (rubric.outputs_and_inputs)
+    # The static rules see what the built image provides (rubric.outputs_and_inputs). Only a local
+    # image has a filesystem to ask; a Docker backend image (EVOKIT_SANDBOX=docker) leaves the rubric
+    # reading the Dockerfile, as before a build.
+    ctx.image = image if isinstance(image, Image) else None
     for rule, ok, reason in config.rubric.evaluate(ctx, runs=False):
         verdict.checks.append(Check(f"rubric:{rule.name}", ok, reason))
 
