@@ -144,7 +144,8 @@ def describe(source: TaskSource) -> dict:
     for f in dataclasses.fields(source):
         v = getattr(source, f.name)
         text = json.dumps(_plain(v), sort_keys=True, default=str)
-        out[f.name] = _plain(v) if len(text) <= 200 else {
+        # A config (a dataclass) is kept whole: readers such as studies.genenv.genenv_frame look its fields up.
+        out[f.name] = _plain(v) if len(text) <= 200 or dataclasses.is_dataclass(v) else {
             "n": len(v) if isinstance(v, Sequence | Mapping) else None,
             "sha256": hashlib.sha256(text.encode()).hexdigest()[:16]}
     return out
