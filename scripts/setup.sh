@@ -54,6 +54,30 @@ if [ ! -x .venv/bin/python ]; then
   .venv/bin/python -m pip install -q --upgrade pip
 fi
 
+# llama.cpp for the local LLM endpoint, built portable (-DGGML_NATIVE=OFF: AVX2, no AVX-512/AMX).
+# A native build uses AMX wherever the CPU advertises it, and a VM that advertises AMX without
+# granting it kills the server with SIGILL on its first matrix product (seen here: `tilezero` in
+# ggml_backend_amx_mul_mat). pip's own wheel cache would hand back a native build, so the portable
+# wheel is built once into evokit's cache and installed before the extras (which then keep it).
+if [[ ",$extras," == *",llm,"* ]] && [ ! -f .venv/.llama-portable ]; then
+  pytag="$(.venv/bin/python -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')"
+  wheels="${EVOKIT_CACHE:-$HOME/.cache/evokit}/wheels/llama-portable-$pytag"
+  spec="$(grep -o 'llama-cpp-python\[server\][^"]*' pyproject.toml | sed 's/\[server\]//')"
+  if ! ls "$wheels"/llama_cpp_python-*.whl >/dev/null 2>&1; then
+    echo "setup: building llama.cpp portable ($spec; about 6 min on 2 cores, once per machine)"
+    mkdir -p "$wheels"
+    if ! CMAKE_ARGS="-DGGML_NATIVE=OFF" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" .venv/bin/python -m pip wheel -q \
+        --no-cache-dir --no-deps -w "$wheels" "$spec" > .venv/llama-build.log 2>&1; then
+      tail -30 .venv/llama-build.log >&2
+      echo "setup: building llama-cpp-python failed (full log: .venv/llama-build.log)" >&2
+      exit 1
+    fi
+  fi
+  .venv/bin/python -m pip install -q --force-reinstall --no-deps "$(ls "$wheels"/llama_cpp_python-*.whl | tail -1)" \
+    > .venv/llama-install.log 2>&1 || { tail -20 .venv/llama-install.log >&2; exit 1; }
+  touch .venv/.llama-portable
+fi
+
 # Reinstall only when the project's dependency list or the extras change.
 stamp=".venv/.evokit-installed-$(cat pyproject.toml <(echo "$extras") | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
