@@ -61,7 +61,7 @@ from pathlib import Path, PurePosixPath
 from evokit.sandbox.cgroup import Limits
 from evokit.sandbox.docker_engine import LABEL, client, ensure_debian_base
 from evokit.sandbox.image import ImageBuildError, debian_suite
-from evokit.sandbox.process import TIMEOUT_EXIT_CODE, ExecResult
+from evokit.sandbox.process import TIMEOUT_EXIT_CODE, ExecResult, HeadTail
 from evokit.sandbox.runtime import LOG_DIRS, SandboxError, tar_bytes
 
 _FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.IGNORECASE | re.MULTILINE)
@@ -170,28 +170,6 @@ def _can_make_base() -> bool:
     import shutil
 
     return os.geteuid() == 0 and shutil.which("mmdebstrap") is not None
-
-
-class _Capped:
-    """A head and a tail of at most ``cap // 2`` bytes each (the local sandbox's output rule)."""
-
-    def __init__(self, cap: int):
-        self.half, self.head, self.tail, self.dropped = max(cap // 2, 1), bytearray(), bytearray(), 0
-
-    def add(self, chunk: bytes) -> None:
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > self.half:
-                self.dropped += len(self.tail) - self.half
-                del self.tail[: len(self.tail) - self.half]
-
-    def raw(self) -> bytes:
-        marker = f"\n[... {self.dropped} bytes truncated by evokit ...]\n".encode() if self.dropped else b""
-        return bytes(self.head + marker + self.tail)
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes | None:
@@ -425,7 +403,7 @@ class DockerSandbox:
                     pass  # the command exited without reading all of it
             writer = threading.Thread(target=feed, daemon=True)
             writer.start()
-        out, err = _Capped(max_output_bytes), _Capped(max_output_bytes)
+        out, err = HeadTail(max_output_bytes), HeadTail(max_output_bytes)
         deadline = None if timeout_sec is None else t0 + timeout_sec
         timed_out = False
         try:

@@ -54,28 +54,23 @@ class ExecResult:
         return self.return_code == 0 and not self.timed_out
 
 
-class _CappedReader(threading.Thread):
-    """Drain a pipe, keeping a head and a tail of at most ``cap // 2`` bytes each."""
+class HeadTail:
+    """A command's output capped to a head and a tail of at most ``cap // 2`` bytes each, with a marker
+    saying how much was dropped between them: the one output rule of every sandbox backend."""
 
-    def __init__(self, pipe, cap: int):
-        super().__init__(daemon=True)
-        self.pipe, self.half = pipe, max(cap // 2, 1)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.dropped = 0
+    def __init__(self, cap: int):
+        self.half, self.head, self.tail, self.dropped = max(cap // 2, 1), bytearray(), bytearray(), 0
 
-    def run(self) -> None:
-        while chunk := self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536):
-            room = self.half - len(self.head)
-            if room > 0:
-                self.head += chunk[:room]
-                chunk = chunk[room:]
-            if chunk:
-                self.tail += chunk
-                if len(self.tail) > self.half:
-                    self.dropped += len(self.tail) - self.half
-                    del self.tail[: len(self.tail) - self.half]
-        self.pipe.close()
+    def add(self, chunk: bytes) -> None:
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                self.dropped += len(self.tail) - self.half
+                del self.tail[: len(self.tail) - self.half]
 
     def raw(self) -> bytes:
         marker = f"\n[... {self.dropped} bytes truncated by evokit ...]\n".encode() if self.dropped else b""
@@ -83,6 +78,20 @@ class _CappedReader(threading.Thread):
 
     def text(self) -> str:
         return self.raw().decode("utf-8", errors="replace")
+
+
+class _CappedReader(threading.Thread, HeadTail):
+    """Drain a pipe into a :class:`HeadTail`."""
+
+    def __init__(self, pipe, cap: int):
+        threading.Thread.__init__(self, daemon=True)
+        HeadTail.__init__(self, cap)
+        self.pipe = pipe
+
+    def run(self) -> None:
+        while chunk := self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536):
+            self.add(chunk)
+        self.pipe.close()
 
 
 def run_capped(
