@@ -593,11 +593,9 @@ def _copy_tar(context: Path, ins: df.Instruction, state: _State, lowerdirs: list
                         target = str(PurePosixPath(dest) / src.name) if dest_is_dir else dest
                         _add_file(tar, src, target, uid, gid, mode, size)
         out.seek(0)
-        digest = hashlib.sha256()
-        while chunk := out.read(1 << 20):
-            digest.update(chunk)
+        digest = hashlib.file_digest(out, "sha256").hexdigest()
         out.seek(0)
-        return out, digest.hexdigest()
+        return out, digest
     except BaseException:
         out.close()
         raise

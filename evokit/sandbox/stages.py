@@ -110,11 +110,9 @@ def copy_from_tar(root: Path, lowerdirs: tuple[str, ...] | list[str], sources: l
             why = " ".join(res.stderr.decode(errors="replace").split())[-400:]
             raise CopyFromError(f"{where}: COPY --from failed: {why}")
         out.seek(0)
-        h = hashlib.sha256()
-        while chunk := out.read(1 << 20):
-            h.update(chunk)
+        digest = hashlib.file_digest(out, "sha256").hexdigest()
         out.seek(0)
-        return out, h.hexdigest()
+        return out, digest
     except BaseException:
         out.close()
         raise
