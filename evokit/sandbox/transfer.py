@@ -177,6 +177,23 @@ def _open_node(dirfd: int, name: str, resolve: int, follow: bool = False, close_
     return _Node(fd, st, _kind(st.st_mode))
 
 
+def _children(node: _Node, path: str, budget: _Budget) -> Iterator[tuple[str, str, _Node]]:
+    """``(path, name, opened node)`` for each entry of the directory ``node``, each node closed after its
+    turn; an entry that cannot be opened beneath it (EXDEV: a mount point, never the agent's files) is
+    refused and skipped."""
+    for child in _list(node):
+        cpath = f"{path.rstrip('/')}/{child}"
+        try:
+            cnode = _open_node(node.fd, child, _BENEATH)
+        except OSError as e:
+            budget.refused.append((cpath, f"cannot be opened: {e.strerror}"))
+            continue
+        try:
+            yield cpath, child, cnode
+        finally:
+            os.close(cnode.fd)
+
+
 def _list(node: _Node) -> Iterator[str]:
     """The names in a directory, streamed (an agent's directory of millions of empty files
     is never held as one list; the transfer's ``max_files`` stops the walk)."""
@@ -407,17 +424,8 @@ def _copy_node(node: _Node, path: str, dirfd: int, name: str, dest: _Dest, budge
         fd = _mkdir_at(dirfd, name, 0o700)
         try:
             budget.copied.append(path)
-            for child in _list(node):
-                cpath = f"{path.rstrip('/')}/{child}"
-                try:
-                    cnode = _open_node(node.fd, child, _BENEATH)
-                except OSError as e:  # EXDEV: a mount point (never the agent's files)
-                    budget.refused.append((cpath, f"cannot be opened: {e.strerror}"))
-                    continue
-                try:
-                    _copy_node(cnode, cpath, fd, child, dest, budget, on_link, on_special)
-                finally:
-                    os.close(cnode.fd)
+            for cpath, child, cnode in _children(node, path, budget):
+                _copy_node(cnode, cpath, fd, child, dest, budget, on_link, on_special)
             _finish_dir(fd, node.st, dest)
         finally:
             os.close(fd)
@@ -622,20 +630,11 @@ def download(sandbox: Sandbox, source: str, target: Path, max_bytes: int, *, as_
                     return
                 _make_link(link, dirfd, name, dest, lnode.st, budget, path)
 
-            for child in _list(node):
-                cpath = f"{base.rstrip('/')}/{child}"
-                try:
-                    cnode = _open_node(node.fd, child, _BENEATH)
-                except OSError as e:
-                    budget.refused.append((cpath, f"cannot be opened: {e.strerror}"))
-                    continue
-                try:
-                    if select is None:
-                        _copy_node(cnode, cpath, tfd, child, dest, budget, on_link, _skip_special(budget))
-                    else:
-                        _copy_selected(cnode, cpath, base, tfd, child, dest, budget, select)
-                finally:
-                    os.close(cnode.fd)
+            for cpath, child, cnode in _children(node, base, budget):
+                if select is None:
+                    _copy_node(cnode, cpath, tfd, child, dest, budget, on_link, _skip_special(budget))
+                else:
+                    _copy_selected(cnode, cpath, base, tfd, child, dest, budget, select)
         finally:
             os.close(tfd)
     finally:
@@ -654,22 +653,13 @@ def _copy_selected(node: _Node, path: str, base: str, dirfd: int, name: str, des
     elif node.kind == "dir":
         fd: int | None = None
         try:
-            for child in _list(node):
-                cpath = f"{path}/{child}"
-                try:
-                    cnode = _open_node(node.fd, child, _BENEATH)
-                except OSError as e:
-                    budget.refused.append((cpath, f"cannot be opened: {e.strerror}"))
-                    continue
-                try:
-                    if cnode.kind == "dir" or (cnode.kind == "file" and select(posixpath.relpath(cpath, base))):
-                        if fd is None:
-                            fd = _mkdir_at(dirfd, name, 0o755)
-                        _copy_selected(cnode, cpath, base, fd, child, dest, budget, select)
-                    elif cnode.kind != "file":
-                        budget.refused.append((cpath, f"is {cnode.kind}; a filtered download takes regular files only"))
-                finally:
-                    os.close(cnode.fd)
+            for cpath, child, cnode in _children(node, path, budget):
+                if cnode.kind == "dir" or (cnode.kind == "file" and select(posixpath.relpath(cpath, base))):
+                    if fd is None:
+                        fd = _mkdir_at(dirfd, name, 0o755)
+                    _copy_selected(cnode, cpath, base, fd, child, dest, budget, select)
+                elif cnode.kind != "file":
+                    budget.refused.append((cpath, f"is {cnode.kind}; a filtered download takes regular files only"))
         finally:
             if fd is not None:
                 os.close(fd)
