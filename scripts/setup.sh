@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 extras="${1:-dev}"
 
 need=()
-for tool in bwrap mmdebstrap unshare nsenter slirp4netns keyctl; do command -v "$tool" >/dev/null || need+=("$tool"); done
+for tool in bwrap mmdebstrap unshare nsenter slirp4netns keyctl cc; do command -v "$tool" >/dev/null || need+=("$tool"); done
+[ -e /usr/include/linux/capability.h ] || need+=("linux headers")
 if ((${#need[@]})); then
-  pkgs="bubblewrap mmdebstrap util-linux slirp4netns keyutils"
+  # gcc + libc6-dev: the sandbox compiles its exec helper (evokit/sandbox/enter.c) on first use.
+  pkgs="bubblewrap mmdebstrap util-linux slirp4netns keyutils gcc libc6-dev"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "setup: installing $pkgs (missing: ${need[*]})"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null

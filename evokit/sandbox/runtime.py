@@ -8,10 +8,11 @@ process that started it):
   execs bwrap with fresh pid/ipc/uts/net namespaces running ``sleep infinity``; with
   ``network``, a slirp4netns process connects the net namespace outward
   (:mod:`evokit.sandbox.netns`); every bwrap loads the keyring filter (:mod:`evokit.sandbox.seccomp`);
-* each **exec** enters that mount namespace and the init's net/uts/ipc namespaces with
-  ``nsenter`` and starts a new bwrap over the same merged root joined to the init's pid
-  namespace (``--pidns``). So files and background processes persist between execs,
-  exactly as with ``docker exec``, and killing the init kills every process at once;
+* each **exec** is one launch of ``evokit-enter`` (:mod:`evokit.sandbox.enter`), which joins
+  the cgroup, enters pid 1's mount, net, uts, ipc and pid namespaces through its pidfd, and
+  runs the command under the same root, capability set, ``no_new_privs`` and seccomp filter
+  as the init. So files, mounts and background processes persist between execs, exactly as
+  with ``docker exec``, and killing the init kills every process at once;
 * a per-sandbox cgroup (memory, pids, cpu) that every process joins before it execs;
 * a lease on all of that host state (:mod:`evokit.sandbox.stale`), released last by ``stop``.
 
@@ -36,7 +37,7 @@ from collections.abc import Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 
-from evokit.sandbox import netns, seccomp, stale, transfer
+from evokit.sandbox import enter, netns, seccomp, stale, transfer
 from evokit.sandbox.bwrap import (
     DOCKER_DEFAULT_CAPS,
     bwrap_base,
@@ -79,7 +80,6 @@ class Sandbox:
         self.id = uuid.uuid4().hex[:12]
         self.state_dir = RUN_DIR / self.id
         self._init = None
-        self._pidns_fd: int | None = None
         self._pid1_fd: int | None = None  # pidfd of the sandbox's pid 1
         self._own_pids: set[int] = set()
         self._ns: dict[str, str] = {}
@@ -96,7 +96,7 @@ class Sandbox:
         First takes a lease on the sandbox's host state (:mod:`evokit.sandbox.stale`), and the
         first start in a process removes state left by harnesses that died (SIGKILL).
         """
-        require_tools("unshare", "nsenter", "bwrap", *(("slirp4netns",) if self.network else ()))
+        require_tools("unshare", "bwrap", *(("slirp4netns",) if self.network else ()))
         if self._lease is not None:
             raise SandboxError("start() on a sandbox that was already started")
         stale.clean_once(self.state_dir.parent)
@@ -153,7 +153,6 @@ class Sandbox:
         child = json.loads(raw)["child-pid"]
         self._ns = {name: f"/proc/{child}/ns/{name}" for name in ("net", "uts", "ipc", "pid")}
         self._ns["mnt"] = f"/proc/{self._init.pid}/ns/mnt"
-        self._pidns_fd = os.open(self._ns["pid"], os.O_RDONLY)
         self._pid1_fd = os.pidfd_open(child)
         # The processes that are the sandbox itself (outer bwrap, pid 1, the anchor sleep, slirp):
         # everything else in the cgroup was started by a command.
@@ -232,10 +231,9 @@ class Sandbox:
             if self._outbound is not None:
                 self._outbound.close()
                 self._outbound = None
-            for fd in (self._pidns_fd, self._pid1_fd):
-                if fd is not None:
-                    os.close(fd)
-            self._pidns_fd = self._pid1_fd = None
+            if self._pid1_fd is not None:
+                os.close(self._pid1_fd)
+            self._pid1_fd = None
             if self.cgroup is not None:
                 self.cgroup.kill()
                 self.cgroup = None
@@ -273,19 +271,18 @@ class Sandbox:
         user = self.image.user if user is None else str(user)
         merged_env = {**self.env, **(env or {})}
         merged_env.setdefault("HOME", "/root")
+        root_fd = self.open_root()
         filter_fd = seccomp.fd()
         try:
-            inner = bwrap_base(resolv_conf=self._resolv, seccomp_fd=filter_fd, cwd=cwd or self.workdir,
-                               env=merged_env, caps=DOCKER_DEFAULT_CAPS)
-            inner[2] = str(self.state_dir / "merged")  # the merged root, as mounted by the init
-            full = ["nsenter", f"--mount={self._ns['mnt']}", f"--net={self._ns['net']}",
-                    f"--uts={self._ns['uts']}", f"--ipc={self._ns['ipc']}", "--",
-                    *inner, "--pidns", str(self._pidns_fd), "--", *_as_user(argv, user)]
-            return run_capped(self.cgroup.wrap(full), stdin=stdin, timeout_sec=timeout_sec,
-                              pass_fds=(self._pidns_fd, filter_fd), max_output_bytes=max_output_bytes,
-                              env=host_env(), keep_bytes=keep_bytes)
+            full = enter.argv(pidfd=self._pid1_fd, rootfd=root_fd, seccomp_fd=filter_fd, cwd=cwd or self.workdir,
+                              caps=DOCKER_DEFAULT_CAPS, cgroup_procs=[d / "cgroup.procs" for d in self.cgroup.dirs],
+                              env=merged_env, command=_as_user(argv, user))
+            return run_capped(full, stdin=stdin, timeout_sec=timeout_sec, env={},
+                              pass_fds=(self._pid1_fd, root_fd, filter_fd), max_output_bytes=max_output_bytes,
+                              keep_bytes=keep_bytes)
         finally:
             os.close(filter_fd)
+            os.close(root_fd)
 
     # ---------------------------------------------------------------- files
     # Every transfer goes through evokit.sandbox.transfer: the host walks the sandbox's root
