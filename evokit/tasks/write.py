@@ -17,6 +17,7 @@ from harbor.models.task.config import (
     NetworkMode,
     TaskConfig,
     VerifierConfig,
+    VerifierEnvironmentMode,
 )
 
 from evokit.tasks.folder import (
@@ -37,10 +38,17 @@ from evokit.tasks.metadata import EvokitMetadata
 
 
 def default_task_config() -> TaskConfig:
-    """evokit's defaults for generated tasks: small, short, and offline during the agent phase."""
+    """evokit's defaults for generated tasks: small, short, and offline during the agent phase.
+
+    The verifier is Harbor's ``environment_mode = "separate"`` with ``artifacts = ["/app"]`` (the
+    workdir): under Harbor's own ``Trial`` too, the tests then run in a fresh environment holding
+    only the agent's work, so a trojaned tool or a planted daemon in the agent's environment never
+    reaches them (issue 11, class 3). evokit's own trials use that mode by default anyway.
+    """
     return TaskConfig(
+        artifacts=["/app"],
         agent=AgentConfig(timeout_sec=120.0),
-        verifier=VerifierConfig(timeout_sec=120.0),
+        verifier=VerifierConfig(timeout_sec=120.0, environment_mode=VerifierEnvironmentMode.SEPARATE),
         environment=EnvironmentConfig(
             network_mode=NetworkMode.NO_NETWORK,
             cpus=1,
