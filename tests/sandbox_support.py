@@ -82,6 +82,7 @@ class Trace:
     pid_ns: str  # e.g. "pid:[4026532183]"
     mnt_ns: str
     cgroup_dirs: tuple[str, ...]
+    sandbox_mnt_ns: str = ""  # pid 1's mount namespace, which every exec joins
 
 
 def trace(sandbox: Sandbox) -> Trace:
@@ -92,6 +93,7 @@ def trace(sandbox: Sandbox) -> Trace:
         pid_ns=os.readlink(sandbox._ns["pid"]),
         mnt_ns=os.readlink(sandbox._ns["mnt"]),
         cgroup_dirs=tuple(str(d) for d in sandbox.cgroup.dirs),
+        sandbox_mnt_ns=os.readlink(sandbox._ns["sandbox_mnt"]),
     )
 
 
@@ -128,7 +130,7 @@ def leftovers(t: Trace, stopped_at: int | None = None) -> list[str]:
         if cgroup_name in _read(f"/proc/{pid}/cgroup") or t.state_dir in cmdline:
             found.append(f"process {pid}: {cmdline[:120]}")
         if stopped_at is not None and _start_ticks(pid) < stopped_at:
-            for ns, want in (("pid", t.pid_ns), ("mnt", t.mnt_ns)):
+            for ns, want in (("pid", t.pid_ns), ("mnt", t.mnt_ns), ("mnt", t.sandbox_mnt_ns)):
                 try:
                     if os.readlink(f"/proc/{pid}/ns/{ns}") == want:
                         stat = _read(f"/proc/{pid}/stat")[:60]
