@@ -82,7 +82,6 @@ class Trace:
     pid_ns: str  # e.g. "pid:[4026532183]"
     mnt_ns: str
     cgroup_dirs: tuple[str, ...]
-    sandbox_mnt_ns: str = ""  # pid 1's mount namespace, which every exec joins
 
 
 def trace(sandbox: Sandbox) -> Trace:
@@ -93,7 +92,6 @@ def trace(sandbox: Sandbox) -> Trace:
         pid_ns=os.readlink(sandbox._ns["pid"]),
         mnt_ns=os.readlink(sandbox._ns["mnt"]),
         cgroup_dirs=tuple(str(d) for d in sandbox.cgroup.dirs),
-        sandbox_mnt_ns=os.readlink(sandbox._ns["sandbox_mnt"]),
     )
 
 
@@ -120,8 +118,13 @@ def leftovers(t: Trace, stopped_at: int | None = None) -> list[str]:
     """Everything of sandbox ``t`` still present on the host: processes, mounts, dirs, cgroups.
 
     Namespace inode numbers are recycled once a namespace is freed, so a process is counted
-    as "in the sandbox's namespace" only if it started before ``stopped_at``
+    as "in the sandbox's pid namespace" only if it started before ``stopped_at``
     (:func:`ticks_since_boot` taken just before ``stop``); later ones belong to someone else.
+    That is exact for the pid namespace, fixed at a process's birth. A mount namespace is not
+    (bwrap and ``unshare`` make theirs after they start, and under concurrency one got the
+    inode of a just-freed sandbox's: a false leftover), so mount namespaces are found by what
+    they show instead: any process whose ``mountinfo`` names the state dir (both of the
+    sandbox's mount namespaces do, through the overlay's ``upperdir``).
     """
     found = []
     cgroup_name = f"evokit-{t.id}"
@@ -130,13 +133,12 @@ def leftovers(t: Trace, stopped_at: int | None = None) -> list[str]:
         if cgroup_name in _read(f"/proc/{pid}/cgroup") or t.state_dir in cmdline:
             found.append(f"process {pid}: {cmdline[:120]}")
         if stopped_at is not None and _start_ticks(pid) < stopped_at:
-            for ns, want in (("pid", t.pid_ns), ("mnt", t.mnt_ns), ("mnt", t.sandbox_mnt_ns)):
-                try:
-                    if os.readlink(f"/proc/{pid}/ns/{ns}") == want:
-                        stat = _read(f"/proc/{pid}/stat")[:60]
-                        found.append(f"process {pid} in the sandbox's {ns} namespace: {stat}")
-                except OSError:
-                    pass
+            try:
+                if os.readlink(f"/proc/{pid}/ns/pid") == t.pid_ns:
+                    stat = _read(f"/proc/{pid}/stat")[:60]
+                    found.append(f"process {pid} in the sandbox's pid namespace: {stat}")
+            except OSError:
+                pass
         if t.state_dir in _read(f"/proc/{pid}/mountinfo"):
             found.append(f"process {pid} still sees a mount of {t.state_dir}")
     if os.path.lexists(t.state_dir):

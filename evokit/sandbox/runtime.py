@@ -151,11 +151,9 @@ class Sandbox:
             err = self._init.stderr.read().decode(errors="replace") if self._init.poll() is not None else ""
             raise SandboxError(f"sandbox failed to start: {err.strip() or 'the init never became ready'}")
         child = json.loads(raw)["child-pid"]
-        # "mnt": the init's namespace, where the overlay is mounted; "sandbox_mnt": pid 1's (the
-        # sandbox's view, which every command joins). Kept for leftover checks and benchmarks.
+        # "mnt" is the init's namespace, where the overlay is mounted (pid 1's own is a child of it).
         self._ns = {name: f"/proc/{child}/ns/{name}" for name in ("net", "uts", "ipc", "pid")}
         self._ns["mnt"] = f"/proc/{self._init.pid}/ns/mnt"
-        self._ns["sandbox_mnt"] = f"/proc/{child}/ns/mnt"
         self._pid1_fd = os.pidfd_open(child)
         # The processes that are the sandbox itself (outer bwrap, pid 1, the anchor sleep, slirp):
         # everything else in the cgroup was started by a command.
