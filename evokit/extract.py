@@ -35,7 +35,7 @@ def plan_of(path: str | Path) -> Plan | None:
     return Plan.from_records(meta.plan, goal=meta.goal or "")
 
 
-def _schema(names: list[str], max_steps: int = MAX_STEPS) -> dict:
+def reply_schema(names: list[str], max_steps: int = MAX_STEPS) -> dict:
     return {"type": "object", "required": ["steps"], "properties": {"steps": {
         "type": "array", "minItems": 1, "maxItems": max_steps, "items": {
             # Grammars cannot say "descriptions only when pair is other", so they are always
@@ -89,7 +89,7 @@ def validate_reply(reply, max_steps: int = MAX_STEPS) -> Plan:
     return Plan(tuple(steps))
 
 
-def _catalog_text() -> str:
+def catalog_text() -> str:
     """Scenarios and skills listed once each (listing every pair would not fit small contexts)."""
     pairs()  # loads the catalog: in a fresh process SCENARIOS/SKILLS are empty until then
     scen = "\n".join(f"- {s}: {SCENARIOS[s].summary}" for s in sorted(SCENARIOS))
@@ -117,12 +117,12 @@ def extract(path: str | Path, client: LLMClient | None = None, *, retries: int =
     tests = task.paths.tests_dir
     test_sh = (tests / "test.sh").read_text(errors="replace") if (tests / "test.sh").is_file() else ""
     listing = ", ".join(sorted(str(p.relative_to(tests)) for p in tests.rglob("*") if p.is_file()))
-    text = prompt("extract_plan", catalog=_catalog_text(), instruction=task.instruction[:2000],
+    text = prompt("extract_plan", catalog=catalog_text(), instruction=task.instruction[:2000],
                   environment=dockerfile.read_text(errors="replace")[:800] if dockerfile.is_file() else "(none)",
                   tests=f"{listing}\n{test_sh[:600]}", max_steps=str(max_steps))
     names = [f"{s}/{k}" for s, k in pairs()] + [OTHER]
     plan = client.chat_json([{"role": "system", "content": "You reply with JSON only."},
                              {"role": "user", "content": text}], lambda reply: validate_reply(reply, max_steps),
                             what=f"plan extraction for {path}", retries=retries,
-                            json_schema=_schema(names, max_steps), seed=seed)
+                            json_schema=reply_schema(names, max_steps), seed=seed)
     return Plan(plan.steps, goal=task.instruction.strip().splitlines()[0][:200] if task.instruction.strip() else "")

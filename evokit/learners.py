@@ -250,7 +250,7 @@ def conditional_reference(ref: Reference) -> Reference:
 
 # ------------------------------------------------------------------------------ acting in tasks
 @functools.lru_cache(maxsize=65536)
-def _step_command(plan_json: str, seed: int, i: int, skill: str) -> str | None:
+def step_command(plan_json: str, seed: int, i: int, skill: str) -> str | None:
     """The shell command of step ``i`` (0-based) done with ``skill``; None if it cannot render there."""
     plan = Plan.from_records(*_records(plan_json))
     st = plan.steps[i]
@@ -340,7 +340,7 @@ class LearnerPolicy:
         for i, st in enumerate(plan.steps):
             if episode.done:
                 break
-            renderable = [k for k in self.policy.candidates(st.scenario) if _step_command(plan_json, seed, i, k)]
+            renderable = [k for k in self.policy.candidates(st.scenario) if step_command(plan_json, seed, i, k)]
             if not renderable:
                 raise ValueError(f"step {i + 1} ({st.scenario}): no catalog skill renders on its data")
             feats = goal_features(goals[i], self.policy.config.n_features)
@@ -359,7 +359,7 @@ class LearnerPolicy:
                     record.update(step=i, attempt=attempt)
                 steps.append(record)
                 tried.add(cands[j])
-                command = _step_command(plan_json, seed, i, cands[j])
+                command = step_command(plan_json, seed, i, cands[j])
                 if self.attempts == 1:
                     episode.run(command)
                     break

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evokit.extract import MAX_STEPS, _schema, extract, plan_of, validate_reply
+from evokit.extract import MAX_STEPS, extract, plan_of, reply_schema, validate_reply
 from evokit.llm import LLMClient, LLMError, LLMReplyError, parse_json
 from evokit.local_llm import LocalServer, default_threads
 from evokit.plan import Plan, PlanError, Step, render
@@ -91,7 +91,7 @@ def test_long_plans_are_rejected_not_truncated():
         validate_reply({"steps": [step] * (MAX_STEPS + 1)})
     assert len(validate_reply({"steps": [step] * (MAX_STEPS + 1)}, max_steps=MAX_STEPS + 1)) == MAX_STEPS + 1
     assert len(validate_reply({"steps": [step] * MAX_STEPS})) == MAX_STEPS
-    assert _schema(["access-log/topk-count"], 11)["properties"]["steps"]["maxItems"] == 11
+    assert reply_schema(["access-log/topk-count"], 11)["properties"]["steps"]["maxItems"] == 11
 
 
 def test_too_long_extraction_goes_back_to_the_model(tmp_path):

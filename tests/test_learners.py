@@ -16,13 +16,13 @@ from evokit.learners import (
     LearnerPolicy,
     PolicyConfig,
     SkillPolicy,
-    _step_command,
     collect_groups,
     conditional_reference,
     evaluate_per_task,
     frozen_copy,
     goal_features,
     grpo_update,
+    step_command,
     step_goals,
     task_difficulty,
     task_plan,
@@ -115,7 +115,7 @@ def test_an_early_mistake_propagates(tmp_path):
     assert [s["skill"] for s in r.info["steps"]] == ["distinct-values", "distinct-values"]
     assert r.rewards == {"reward": 0, "step_1": 0, "step_2": 0}
     filled, seed = task_plan(task)
-    assert _step_command(filled.to_json(), seed, 1, "distinct-values") == r.turns[1].command
+    assert step_command(filled.to_json(), seed, 1, "distinct-values") == r.turns[1].command
     exact = SkillPolicy(PolicyConfig(noise=0.0))  # D_θ = D_T under the per-scenario p_T
     assert task_difficulty(exact, task) == pytest.approx(score(filled, conditional_reference(catalog_reference())).total,
                                                          rel=1e-5)

@@ -49,7 +49,7 @@ def _data_keys(plan: Plan) -> list[int]:
     return [dict(s.params).get("data", i + 1) for i, s in enumerate(plan.steps)]
 
 
-def _fresh_key(plan: Plan, n: int = 0) -> int:
+def fresh_key(plan: Plan, n: int = 0) -> int:
     return max(_data_keys(plan), default=0) + 1 + n
 
 
@@ -167,7 +167,7 @@ class ProceduralProposer:
             cur, changed = plan, []
             for j in range(n_new):
                 pos = rng.randrange(len(cur) + 1)
-                st = self._new_step(rng, cur, pos - 1 if pos else None, seed, _fresh_key(plan, j), cache)
+                st = self._new_step(rng, cur, pos - 1 if pos else None, seed, fresh_key(plan, j), cache)
                 if st is None:
                     return None
                 cur = insert_steps(cur, pos, [st])
@@ -176,7 +176,7 @@ class ProceduralProposer:
         pos = rng.randrange(len(plan) + 1)
         new, cur = [], plan
         for j in range(n_new):  # a contiguous chain: each inserted step may read the one before
-            st = self._new_step(rng, cur, pos + j - 1 if pos + j else None, seed, _fresh_key(plan, j), cache)
+            st = self._new_step(rng, cur, pos + j - 1 if pos + j else None, seed, fresh_key(plan, j), cache)
             if st is None:
                 return None
             cur = insert_steps(cur, pos + j, [st])
@@ -193,7 +193,7 @@ class ProceduralProposer:
                 return None
             s2 = self._pick(rng, options, lambda s, k=st.skill: self._d(s, k))
             # A new situation has its own data: the step no longer reads an earlier output.
-            repl[i] = Step(s2, st.skill, (("data", _fresh_key(plan, j)),))
+            repl[i] = Step(s2, st.skill, (("data", fresh_key(plan, j)),))
         return Edit(replace_steps(plan, repl), "scenario", effort, tuple(sorted(repl)))
 
     def _skill(self, plan: Plan, effort: str, seed: int, rng: random.Random,

@@ -18,9 +18,9 @@ import re
 from collections.abc import Collection, Sequence
 
 from evokit.catalog import SCENARIOS, SKILLS, pairs, scenarios_for, skills_for
-from evokit.evolve.edits import MAX_PLAN, Edit, _fresh_key
+from evokit.evolve.edits import MAX_PLAN, Edit, fresh_key
 from evokit.evolve.review import _changed_positions
-from evokit.extract import OTHER, _catalog_text, validate_reply
+from evokit.extract import OTHER, catalog_text, validate_reply
 from evokit.plan import Plan, PlanError, Step, compose
 
 PLACEHOLDER = re.compile(r"^<[^<>\n]{1,60}>$")  # "<full new text>": the prompt's example copied
@@ -89,10 +89,10 @@ def options(plan: Plan, direction: str) -> tuple[str, list[str]]:
     a scenario edit only the scenarios of its skills: a short, focused list (and a smaller
     grammar for constrained decoding).
     """
-    every = pairs()  # first: it loads the catalog that _catalog_text lists
+    every = pairs()  # first: it loads the catalog that catalog_text lists
     known = [st for st in plan.steps if not is_free_text(st)]
     if direction == "length" or not known:
-        return _catalog_text(), [f"{s}/{k}" for s, k in every] + [OTHER]
+        return catalog_text(), [f"{s}/{k}" for s, k in every] + [OTHER]
     lines, names = [], []
     if direction == "skill":
         for scen in dict.fromkeys(st.scenario for st in known):
@@ -129,7 +129,7 @@ def _same(a: Step, b: Step) -> bool:
 def _fresh(st: Step, parent: Plan, n: int) -> Step:
     """A new step that reads no earlier output gets its own data id (as the procedural proposer does)."""
     if st.input is None and not is_free_text(st):
-        return Step(st.scenario, st.skill, (("data", _fresh_key(parent, n)),))
+        return Step(st.scenario, st.skill, (("data", fresh_key(parent, n)),))
     return Step(st.scenario, st.skill, (), st.input)
 
 

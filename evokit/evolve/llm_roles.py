@@ -65,7 +65,7 @@ from evokit.evolve.residual import (
     validate_residual,
 )
 from evokit.evolve.review import PlanReviewer, _changed_positions
-from evokit.extract import _schema, extract
+from evokit.extract import extract, reply_schema
 from evokit.llm import LLMClient, LLMReplyError, prompt
 from evokit.plan import Plan
 from evokit.tasks import EvokitMetadata, read_metadata
@@ -95,7 +95,7 @@ class LLMProposer:
         if task_dir is not None and (Path(task_dir) / "instruction.md").is_file():
             instruction = (Path(task_dir) / "instruction.md").read_text(errors="replace")[: self.instruction_chars]
         catalog, names = options(plan, direction)
-        schema = _schema(names)
+        schema = reply_schema(names)
         n = len(plan)  # the number of steps the edit must produce, for constrained decoding
         steps = schema["properties"]["steps"]
         steps["minItems"], steps["maxItems"] = (n + 1, MAX_PLAN) if direction == "length" else (n, n)

@@ -334,7 +334,7 @@ def build_image(
             cmd = ins.heredoc if ins.heredoc is not None else df.parse_command(ins.args)
             argv = list(cmd) if isinstance(cmd, list) else [*state.shell, cmd]
             key = _layer(root, lowerdirs, key, ["RUN", argv, state.variables(), state.workdir, state.user],
-                         _as_user(argv, state.user), None, state, where, step_timeout_sec, log, n)
+                         as_user(argv, state.user), None, state, where, step_timeout_sec, log, n)
         elif ins.keyword in {"COPY", "ADD"}:
             if "from" in ins.flags:
                 payload, digest = _copy_from(ins, state, lowerdirs, root, where, stages, stage_names, log)
@@ -385,7 +385,7 @@ def _hash(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def _as_user(argv: list[str], user: str | None) -> list[str]:
+def as_user(argv: list[str], user: str | None) -> list[str]:
     """Prefix ``argv`` so that it runs as ``user`` (``name``, ``uid`` or ``uid:gid``)."""
     if user in (None, "", "root", "0", "0:0"):
         return argv

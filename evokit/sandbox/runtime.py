@@ -47,7 +47,7 @@ from evokit.sandbox.bwrap import (
 )
 from evokit.sandbox.cgroup import Cgroup, Limits
 from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
-from evokit.sandbox.image import Image, _as_user
+from evokit.sandbox.image import Image, as_user
 from evokit.sandbox.process import SUBPROCESS_CLOCK, ExecResult, run_capped
 
 RUN_DIR = stale.RUN_DIR
@@ -277,7 +277,7 @@ class Sandbox:
         try:
             full = enter.argv(pidfd=self._pid1_fd, rootfd=root_fd, seccomp_fd=filter_fd, cwd=cwd or self.workdir,
                               caps=DOCKER_DEFAULT_CAPS, cgroup_procs=[d / "cgroup.procs" for d in self.cgroup.dirs],
-                              env=merged_env, command=_as_user(argv, user))
+                              env=merged_env, command=as_user(argv, user))
             return run_capped(full, stdin=stdin, timeout_sec=timeout_sec, env={},
                               pass_fds=(self._pid1_fd, root_fd, filter_fd), max_output_bytes=max_output_bytes,
                               keep_bytes=keep_bytes)

@@ -51,7 +51,7 @@ class TaskFormatError(ValueError):
         return (type(self), (self.folder, self.file, self.problem))
 
 
-def _describe_validation_error(err: ValidationError) -> str:
+def describe_validation_error(err: ValidationError) -> str:
     """One clause per offending field, named by the dotted path the file spells it with.
 
     pydantic puts union-member tags (``int``, ``float``, ``ArtifactConfig``) into error locations;
@@ -80,7 +80,7 @@ def _read_config(folder: Path) -> TaskConfig:
     except tomllib.TOMLDecodeError as e:
         raise TaskFormatError(folder, CONFIG_FILE, f"not valid TOML: {e}") from e
     except ValidationError as e:
-        problem = "does not match Harbor's TaskConfig: " + _describe_validation_error(e)
+        problem = "does not match Harbor's TaskConfig: " + describe_validation_error(e)
         raise TaskFormatError(folder, CONFIG_FILE, problem) from e
 
 

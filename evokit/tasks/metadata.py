@@ -16,10 +16,10 @@ from evokit.tasks.folder import (
     StrPath,
     TaskFormatError,
     _atomic_write_text,
-    _describe_validation_error,
     _dump_config,
     _read_config,
     content_hash,
+    describe_validation_error,
 )
 
 # -------------------------------------------------------------------------------------- metadata
@@ -115,7 +115,7 @@ def read_metadata(path: StrPath) -> EvokitMetadata | None:
     try:
         return EvokitMetadata.model_validate(table)
     except ValidationError as e:
-        fields = _describe_validation_error(e).replace(
+        fields = describe_validation_error(e).replace(
             "field '", f"field 'metadata.{METADATA_KEY}."
         )
         raise TaskFormatError(folder, CONFIG_FILE, f"bad evokit metadata: {fields}") from e

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from evokit.tasks.folder import StrPath, TaskFormatError, _describe_validation_error, load_task
+from evokit.tasks.folder import StrPath, TaskFormatError, describe_validation_error, load_task
 
 # ------------------------------------------------------------------------- Terminal-Bench import
 
@@ -44,7 +44,7 @@ def _check_terminal_bench_source(src: Path) -> None:
     except yaml.YAMLError as e:
         raise TaskFormatError(src, "task.yaml", f"not valid YAML: {e}") from e
     except ValidationError as e:
-        raise TaskFormatError(src, "task.yaml", _describe_validation_error(e)) from e
+        raise TaskFormatError(src, "task.yaml", describe_validation_error(e)) from e
     if not (src / "run-tests.sh").is_file():
         raise TaskFormatError(src, "run-tests.sh", "missing; Harbor turns it into tests/test.sh")
     if not (src / "docker-compose.yaml").is_file() and not (src / "Dockerfile").is_file():

@@ -44,7 +44,7 @@ from harbor.models.task.config import VerifierEnvironmentMode
 from harbor.models.task.task import Task
 
 from evokit.sandbox import Image, Sandbox
-from evokit.sandbox.image import _as_user
+from evokit.sandbox.image import as_user
 from evokit.sandbox.process import ExecResult
 from evokit.sandbox.runtime import tar_bytes
 from evokit.sandbox.task_env import limits_from_config, sandbox_for_task
@@ -202,7 +202,7 @@ def _stage_and_run(sandbox: Sandbox, src: Path, target: str, script: str, log: s
     if src.is_symlink() or not src.is_dir():
         raise FileNotFoundError(f"{src} is {'a symlink' if src.is_symlink() else 'not a directory'}; "
                                 f"the task's {src.name}/ must be a real folder")
-    runner = shlex.join(_as_user(["sh", "-c", 'exec "$1" > "$2" 2>&1', "sh", f"{target}/{script}", log],
+    runner = shlex.join(as_user(["sh", "-c", 'exec "$1" > "$2" 2>&1', "sh", f"{target}/{script}", log],
                                  None if user is None else str(user)))
     cmd = (f"{pre} mkdir -p {target} {shlex.quote(str(PurePosixPath(log).parent))} && "
            f"tar -x -f - -C {target} --no-same-owner && chmod +x {target}/{script} && "

@@ -15,35 +15,40 @@ from evokit.catalog.registry import register_skill
 from evokit.catalog.scenarios.records import text_list_dataset
 
 
-def _x(ctx: StepContext, f: Field) -> str:
+# Helpers shared by the skill modules (fields, textops, sysops, filesystem).
+def field_expr(ctx: StepContext, f: Field) -> str:
+    """The shell expression that extracts field ``f`` from the step's input file."""
     return f.extract.replace("{path}", ctx.path)
 
 
-def _values(ctx: StepContext, f: Field) -> list[str]:
+def field_values(ctx: StepContext, f: Field) -> list[str]:
+    """Field ``f`` of every record of the step's dataset, as text."""
     return [str(f.value(r)) for r in ctx.dataset.records]
 
 
-def _cbytes(s: str) -> bytes:  # LC_ALL=C sort order
+def c_order(s: str) -> bytes:  # LC_ALL=C sort order
     return s.encode()
 
 
-def _derived(ctx: StepContext, items: list[str], what: str) -> Dataset:
+def derived_list(ctx: StepContext, items: list[str], what: str) -> Dataset:
+    """The step's output as a one-item-per-line dataset that the next step can read."""
     return text_list_dataset(items, f"step{ctx.index}.txt", what)
 
 
-def _pick(ctx: StepContext, kind: str) -> Field:
+def pick_field(ctx: StepContext, kind: str) -> Field:
+    """A field of ``kind`` chosen by the step's seeded context."""
     options = ctx.dataset.fields_of(kind)
     name = ctx.choose(f"{kind}_field", [f.name for f in options])
     return ctx.dataset.field(name)
 
 
 def topk(ctx: StepContext) -> StepSpec:
-    f = _pick(ctx, "category")
-    counts = Counter(_values(ctx, f))
+    f = pick_field(ctx, "category")
+    counts = Counter(field_values(ctx, f))
     k = ctx.choose("k", [3, 4, 5])
-    top = sorted(counts.items(), key=lambda kv: (-kv[1], _cbytes(kv[0])))[:k]
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], c_order(kv[0])))[:k]
     out = [f"{c} {v}" for v, c in top]
-    sol = (f"{_x(ctx, f)} | LC_ALL=C sort | uniq -c | LC_ALL=C sort -k1,1nr -k2 | head -n {k} "
+    sol = (f"{field_expr(ctx, f)} | LC_ALL=C sort | uniq -c | LC_ALL=C sort -k1,1nr -k2 | head -n {k} "
            f"| sed -E 's/^ *([0-9]+) /\\1 /' > {ctx.out}")
     d = ctx.dataset.noun
     return StepSpec(
@@ -53,26 +58,26 @@ def topk(ctx: StepContext) -> StepSpec:
             f"Count how often each {f.desc} occurs in `{ctx.path}` ({d}); save the top {k} to `{ctx.out}`, one "
             f"`<count> <value>` per line, highest count first, ties broken by byte order of the value.",
         ],
-        solution=sol, expected=lines(out), output=ctx.out, output_dataset=_derived(ctx, out, "count/value lines"))
+        solution=sol, expected=lines(out), output=ctx.out, output_dataset=derived_list(ctx, out, "count/value lines"))
 
 
 def distinct(ctx: StepContext) -> StepSpec:
-    f = _pick(ctx, "category")
-    vals = sorted(set(_values(ctx, f)), key=_cbytes)
+    f = pick_field(ctx, "category")
+    vals = sorted(set(field_values(ctx, f)), key=c_order)
     return StepSpec(
         instructions=[
             f"List every distinct {f.desc} in `{ctx.path}` once, sorted in byte order (LC_ALL=C), into `{ctx.out}`.",
             f"Write the unique values of the {f.desc} found in the {ctx.dataset.noun} `{ctx.path}` to `{ctx.out}`, "
             f"one per line, in C-locale sort order.",
         ],
-        solution=f"{_x(ctx, f)} | LC_ALL=C sort -u > {ctx.out}", expected=lines(vals), output=ctx.out,
-        output_dataset=_derived(ctx, vals, "distinct values"))
+        solution=f"{field_expr(ctx, f)} | LC_ALL=C sort -u > {ctx.out}", expected=lines(vals), output=ctx.out,
+        output_dataset=derived_list(ctx, vals, "distinct values"))
 
 
 def count_matching(ctx: StepContext) -> StepSpec:
-    f = _pick(ctx, "category")
-    vals = _values(ctx, f)
-    v = ctx.choose("value", sorted(set(vals), key=_cbytes))
+    f = pick_field(ctx, "category")
+    vals = field_values(ctx, f)
+    v = ctx.choose("value", sorted(set(vals), key=c_order))
     n = vals.count(v)
     return StepSpec(
         instructions=[
@@ -80,28 +85,28 @@ def count_matching(ctx: StepContext) -> StepSpec:
             f"Count the entries in the {ctx.dataset.noun} `{ctx.path}` whose {f.desc} is `{v}`; put just the count "
             f"in `{ctx.out}`.",
         ],
-        solution=f"{_x(ctx, f)} | grep -cxF -- '{v}' > {ctx.out}", expected=lines([n]), output=ctx.out)
+        solution=f"{field_expr(ctx, f)} | grep -cxF -- '{v}' > {ctx.out}", expected=lines([n]), output=ctx.out)
 
 
 def sum_field(ctx: StepContext) -> StepSpec:
-    f = _pick(ctx, "number")
-    total = sum(int(v) for v in _values(ctx, f))
+    f = pick_field(ctx, "number")
+    total = sum(int(v) for v in field_values(ctx, f))
     return StepSpec(
         instructions=[
             f"Add up the {f.desc} over all records of `{ctx.path}` and write the total (an integer) to `{ctx.out}`.",
             f"Compute the sum of the {f.desc} column of the {ctx.dataset.noun} `{ctx.path}`; save it to `{ctx.out}`.",
         ],
-        solution=f"{_x(ctx, f)} | awk '{{s += $1}} END {{printf \"%d\\n\", s}}' > {ctx.out}",
+        solution=f"{field_expr(ctx, f)} | awk '{{s += $1}} END {{printf \"%d\\n\", s}}' > {ctx.out}",
         expected=lines([total]), output=ctx.out)
 
 
 def group_sum(ctx: StepContext) -> StepSpec:
-    c, n = _pick(ctx, "category"), _pick(ctx, "number")
+    c, n = pick_field(ctx, "category"), pick_field(ctx, "number")
     sums: dict[str, int] = defaultdict(int)
-    for k, v in zip(_values(ctx, c), _values(ctx, n), strict=True):
+    for k, v in zip(field_values(ctx, c), field_values(ctx, n), strict=True):
         sums[k] += int(v)
-    out = [f"{k}\t{sums[k]}" for k in sorted(sums, key=_cbytes)]
-    sol = (f"paste -d '\\t' <({_x(ctx, c)}) <({_x(ctx, n)}) | awk -F '\\t' '{{s[$1] += $2}} "
+    out = [f"{k}\t{sums[k]}" for k in sorted(sums, key=c_order)]
+    sol = (f"paste -d '\\t' <({field_expr(ctx, c)}) <({field_expr(ctx, n)}) | awk -F '\\t' '{{s[$1] += $2}} "
            f"END {{for (k in s) printf \"%s\\t%d\\n\", k, s[k]}}' | LC_ALL=C sort > {ctx.out}")
     return StepSpec(
         instructions=[
@@ -110,14 +115,14 @@ def group_sum(ctx: StepContext) -> StepSpec:
             f"Group the records of the {ctx.dataset.noun} `{ctx.path}` by {c.desc} and sum their {n.desc}; "
             f"save one tab-separated `{c.name}`/total pair per line to `{ctx.out}`, in C-locale order.",
         ],
-        solution=sol, expected=lines(out), output=ctx.out, output_dataset=_derived(ctx, out, "key/total lines"))
+        solution=sol, expected=lines(out), output=ctx.out, output_dataset=derived_list(ctx, out, "key/total lines"))
 
 
 def max_record(ctx: StepContext) -> StepSpec:
-    c, n = _pick(ctx, "category"), _pick(ctx, "number")
-    pairs = list(zip(_values(ctx, c), (int(v) for v in _values(ctx, n)), strict=True))
-    best = sorted(pairs, key=lambda p: (-p[1], _cbytes(p[0])))[0]
-    sol = (f"paste -d '\\t' <({_x(ctx, c)}) <({_x(ctx, n)}) | LC_ALL=C sort -t \"$(printf '\\t')\" -k2,2nr -k1,1 "
+    c, n = pick_field(ctx, "category"), pick_field(ctx, "number")
+    pairs = list(zip(field_values(ctx, c), (int(v) for v in field_values(ctx, n)), strict=True))
+    best = sorted(pairs, key=lambda p: (-p[1], c_order(p[0])))[0]
+    sol = (f"paste -d '\\t' <({field_expr(ctx, c)}) <({field_expr(ctx, n)}) | LC_ALL=C sort -t \"$(printf '\\t')\" -k2,2nr -k1,1 "
            f"| head -n 1 > {ctx.out}")
     return StepSpec(
         instructions=[
@@ -131,9 +136,9 @@ def max_record(ctx: StepContext) -> StepSpec:
 
 def filter_rows(ctx: StepContext) -> StepSpec:
     ds = ctx.dataset
-    f = _pick(ctx, "category")
-    vals = _values(ctx, f)
-    v = ctx.choose("value", sorted(set(vals), key=_cbytes))
+    f = pick_field(ctx, "category")
+    vals = field_values(ctx, f)
+    v = ctx.choose("value", sorted(set(vals), key=c_order))
     keep = [r for r, x in zip(ds.records, vals, strict=True) if x == v]
     data = ds.serialize(keep)
     out_ds = Dataset(scenario=ds.scenario, files={f"step{ctx.index}.txt": data}, main=f"step{ctx.index}.txt",
@@ -158,7 +163,7 @@ def count_records(ctx: StepContext) -> StepSpec:
             f"number to `{ctx.out}`.",
             f"How many entries does the {ctx.dataset.noun} `{ctx.path}` hold? Write the count to `{ctx.out}`.",
         ],
-        solution=f"{_x(ctx, f)} | wc -l > {ctx.out}", expected=lines([len(ctx.dataset.records)]), output=ctx.out)
+        solution=f"{field_expr(ctx, f)} | wc -l > {ctx.out}", expected=lines([len(ctx.dataset.records)]), output=ctx.out)
 
 
 def checksum(ctx: StepContext) -> StepSpec:

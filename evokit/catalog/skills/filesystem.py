@@ -13,15 +13,11 @@ from datetime import datetime, timedelta
 
 from evokit.catalog.base import OUT_DIR, Skill, StepContext, StepSpec, lines
 from evokit.catalog.registry import register_skill
-from evokit.catalog.scenarios.records import text_list_dataset
+from evokit.catalog.skills.fields import derived_list
 
 
 def _c(s: str) -> bytes:  # LC_ALL=C order
     return s.encode()
-
-
-def _derived(ctx: StepContext, items: list[str], what: str):
-    return text_list_dataset(items, f"step{ctx.index}.txt", what)
 
 
 _TAB_SORT = "LC_ALL=C sort -t \"$(printf '\\t')\""
@@ -53,7 +49,7 @@ def tar_list(ctx: StepContext) -> StepSpec:
                f"Which {k} files in `{path}` are biggest? Save `<bytes> <member name>` for each (name exactly as in "
                f"the archive) to `{out}`, biggest first, ties broken by byte order of the name."]
     return StepSpec(instructions=ask, solution=sol, expected=lines(result), output=out,
-                    output_dataset=_derived(ctx, result, "archive listing"))
+                    output_dataset=derived_list(ctx, result, "archive listing"))
 
 
 def tar_extract_member(ctx: StepContext) -> StepSpec:
@@ -101,7 +97,7 @@ def tar_create(ctx: StepContext) -> StepSpec:
             f"depth, stored under their paths relative to `{tree}` without `./` and without directory entries; "
             f"save `tar -tzf` of the result, C-locale sorted, as `{out}`.",
         ],
-        solution=sol, expected=lines(result), output=out, output_dataset=_derived(ctx, result, "archive members"))
+        solution=sol, expected=lines(result), output=out, output_dataset=derived_list(ctx, result, "archive members"))
 
 
 # -------------------------------------------------------------------------------- find
@@ -162,7 +158,7 @@ def find_by_mtime(ctx: StepContext) -> StepSpec:
                f"({rel}).",
                f"Which {k} files in the tree `{tree}` were modified last? List them newest first in `{out}`, {rel}."]
     return StepSpec(instructions=ask, solution=sol, expected=lines(result), output=out,
-                    output_dataset=_derived(ctx, result, "file paths"))
+                    output_dataset=derived_list(ctx, result, "file paths"))
 
 
 def permissions_audit(ctx: StepContext) -> StepSpec:
@@ -177,7 +173,7 @@ def permissions_audit(ctx: StepContext) -> StepSpec:
                f"Which files under `{tree}` can be written by any user (the 'other' write bit)? Save their paths "
                f"({rel}) to `{out}`, C-locale sorted."]
         return StepSpec(instructions=ask, solution=sol, expected=lines(result), output=out,
-                        output_dataset=_derived(ctx, result, "file paths"))
+                        output_dataset=derived_list(ctx, result, "file paths"))
     rows = sorted(((r["path"], r["mode"] & ~0o022) for r in recs), key=lambda p: _c(p[0]))
     result = [f"{mode:o} {path}" for path, mode in rows]
     sol = (f"find {tree} -type f -exec chmod go-w {{}} +\n"

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from evokit.catalog.base import Skill, StepContext, StepSpec, lines
 from evokit.catalog.registry import register_skill
 from evokit.catalog.scenarios.sysadmin import ini_dataset
-from evokit.catalog.skills.fields import _cbytes, _derived, _pick, _values, _x
+from evokit.catalog.skills.fields import c_order, derived_list, field_expr, field_values, pick_field
 
 
 # ---------------------------------------------------------------------------------- cron
@@ -143,13 +143,13 @@ def cron_match(ctx: StepContext) -> StepSpec:
             f"the schedule, verbatim), in the order they appear, one per line, in `{ctx.out}`. {_CRON_RULES}.",
         ],
         solution=_cron_oracle(ctx.path, "at", when, ctx.out),
-        expected=lines(out), output=ctx.out, output_dataset=_derived(ctx, out, "cron commands"))
+        expected=lines(out), output=ctx.out, output_dataset=derived_list(ctx, out, "cron commands"))
 
 
 # ------------------------------------------------------------------------ date arithmetic
 def date_arithmetic(ctx: StepContext) -> StepSpec:
     tf = ctx.dataset.fields_of("time")[0]
-    utc = [datetime.fromisoformat(v).astimezone(UTC) for v in _values(ctx, tf)]
+    utc = [datetime.fromisoformat(v).astimezone(UTC) for v in field_values(ctx, tf)]
     mode = ctx.choose("mode", ["per-day", "span"])
     to_utc = "while read -r t; do date -u -d \"$t\" +{fmt}; done"
     if mode == "per-day":
@@ -163,17 +163,17 @@ def date_arithmetic(ctx: StepContext) -> StepSpec:
                 f"fall on each UTC date; save one `YYYY-MM-DD`, tab, count line per date (ascending) in "
                 f"`{ctx.out}`.",
             ],
-            solution=f"{_x(ctx, tf)} | {to_utc.format(fmt='%F')} | LC_ALL=C sort | uniq -c "
+            solution=f"{field_expr(ctx, tf)} | {to_utc.format(fmt='%F')} | LC_ALL=C sort | uniq -c "
                      f"| awk '{{printf \"%s\\t%s\\n\", $2, $1}}' > {ctx.out}",
             expected=lines(out), output=ctx.out)
-    c = _pick(ctx, "category")
+    c = pick_field(ctx, "category")
     by: dict[str, list[datetime]] = {}
-    for k, t in zip(_values(ctx, c), utc, strict=True):
+    for k, t in zip(field_values(ctx, c), utc, strict=True):
         by.setdefault(k, []).append(t)
     offsets: dict[str, set[str]] = {}
-    for k, raw in zip(_values(ctx, c), _values(ctx, tf), strict=True):
+    for k, raw in zip(field_values(ctx, c), field_values(ctx, tf), strict=True):
         offsets.setdefault(k, set()).add(raw[19:])  # the offset notation after YYYY-MM-DDTHH:MM:SS
-    spans = sorted((k for k, ts in by.items() if len(ts) > 1), key=_cbytes)
+    spans = sorted((k for k, ts in by.items() if len(ts) > 1), key=c_order)
     # Prefer a value whose readings mix offsets: there, subtracting wall-clock times is wrong.
     v = ctx.choose("value", [k for k in spans if len(offsets[k]) > 1] or spans)
     minutes = int((max(by[v]) - min(by[v])).total_seconds()) // 60
@@ -186,7 +186,7 @@ def date_arithmetic(ctx: StepContext) -> StepSpec:
             f"its last reading in real elapsed minutes (the {tf.desc} values carry different UTC offsets), and "
             f"save that integer in `{ctx.out}`.",
         ],
-        solution=(f"paste -d '\\t' <({_x(ctx, c)}) <({_x(ctx, tf)}) | awk -F '\\t' '$1 == \"{v}\" {{print $2}}' "
+        solution=(f"paste -d '\\t' <({field_expr(ctx, c)}) <({field_expr(ctx, tf)}) | awk -F '\\t' '$1 == \"{v}\" {{print $2}}' "
                   f"| {to_utc.format(fmt='%s')} | sort -n "
                   f"| awk 'NR == 1 {{a = $1}} {{b = $1}} END {{print (b - a) / 60}}' > {ctx.out}"),
         expected=lines([minutes]), output=ctx.out)
@@ -255,7 +255,7 @@ _CONFIGPARSER = "import configparser, sys; c = configparser.ConfigParser(interpo
 def ini_query(ctx: StepContext) -> StepSpec:
     recs = ctx.dataset.records
     keys = Counter(r["key"] for r in recs)
-    shared = sorted((k for k, n in keys.items() if n > 1), key=_cbytes)
+    shared = sorted((k for k, n in keys.items() if n > 1), key=c_order)
     mode = ctx.choose("mode", ["one", "all"])
     if mode == "all":
         key = ctx.choose("key", shared)
@@ -333,7 +333,7 @@ def unit_deps(ctx: StepContext) -> StepSpec:
         candidates = [n for n in candidates if answers["pulls"][n] != set(units[n]["requires"] + units[n]["wants"])
                       ] or candidates
     unit = ctx.choose("unit", candidates)
-    out = sorted(answers[mode][unit], key=_cbytes)
+    out = sorted(answers[mode][unit], key=c_order)
     tail = f"Write the unit names to `{ctx.out}`, one per line, sorted in byte order (LC_ALL=C), each once."
     if mode == "pulls":
         ask = [f"Which units does `{unit}` pull in through `Requires=` and `Wants=`, directly or transitively "
@@ -355,7 +355,7 @@ def unit_deps(ctx: StepContext) -> StepSpec:
         sol = (f"grep -lE '^(Requires|Wants)=(.* )?{re.escape(unit)}( |$)' {d}/* | xargs -n 1 basename "
                f"| LC_ALL=C sort > {ctx.out}")
     return StepSpec(instructions=ask, solution=sol, expected=lines(out), output=ctx.out,
-                    output_dataset=_derived(ctx, out, "unit names"))
+                    output_dataset=derived_list(ctx, out, "unit names"))
 
 
 for skill in (

@@ -12,7 +12,7 @@ import re
 
 from evokit.catalog.base import Skill, StepContext, StepSpec, lines
 from evokit.catalog.registry import register_skill
-from evokit.catalog.skills.fields import _cbytes, _derived, _pick, _values, _x
+from evokit.catalog.skills.fields import c_order, derived_list, field_expr, field_values, pick_field
 
 
 def _needs_files(ctx: StepContext, *names: str | None) -> None:
@@ -43,12 +43,12 @@ def regex_extract(ctx: StepContext) -> StepSpec:
             "occur; repeated matches are listed each time.",
         ],
         solution=f"{rx['text_cmd'].replace('{path}', ctx.path)} | grep -oE -- '{ere}' > {ctx.out}",
-        expected=lines(out), output=ctx.out, output_dataset=_derived(ctx, out, "regex matches"))
+        expected=lines(out), output=ctx.out, output_dataset=derived_list(ctx, out, "regex matches"))
 
 
 def dedupe_ordered(ctx: StepContext) -> StepSpec:
-    f = _pick(ctx, "category")
-    out = list(dict.fromkeys(_values(ctx, f)))
+    f = pick_field(ctx, "category")
+    out = list(dict.fromkeys(field_values(ctx, f)))
     return StepSpec(
         instructions=[
             f"List each distinct {f.desc} of `{ctx.path}` once, in order of first appearance (not sorted), and "
@@ -56,23 +56,23 @@ def dedupe_ordered(ctx: StepContext) -> StepSpec:
             f"Remove the duplicates from the sequence of {f.desc} values in the {ctx.dataset.noun} `{ctx.path}`, "
             f"keeping the first occurrence of each in its original position; save the result to `{ctx.out}`.",
         ],
-        solution=f"{_x(ctx, f)} | awk '!seen[$0]++' > {ctx.out}",
-        expected=lines(out), output=ctx.out, output_dataset=_derived(ctx, out, "values in first-seen order"))
+        solution=f"{field_expr(ctx, f)} | awk '!seen[$0]++' > {ctx.out}",
+        expected=lines(out), output=ctx.out, output_dataset=derived_list(ctx, out, "values in first-seen order"))
 
 
 def sort_multikey(ctx: StepContext) -> StepSpec:
-    c, n = _pick(ctx, "category"), _pick(ctx, "number")
-    rows = list(zip(_values(ctx, c), _values(ctx, n), strict=True))
+    c, n = pick_field(ctx, "category"), pick_field(ctx, "number")
+    rows = list(zip(field_values(ctx, c), field_values(ctx, n), strict=True))
     order = ctx.choose("order", ["category-first", "number-first"])
     if order == "category-first":
-        rows.sort(key=lambda r: (_cbytes(r[0]), -int(r[1])))
+        rows.sort(key=lambda r: (c_order(r[0]), -int(r[1])))
         keys, how = "-k1,1 -k2,2nr", (f"by {c.name} in byte order, and within one {c.name} by {n.name} from "
                                       "largest to smallest")
     else:
-        rows.sort(key=lambda r: (-int(r[1]), _cbytes(r[0])))
+        rows.sort(key=lambda r: (-int(r[1]), c_order(r[0])))
         keys, how = "-k2,2nr -k1,1", f"by {n.name} from largest to smallest, ties by {c.name} in byte order"
     out = [f"{a}\t{b}" for a, b in rows]
-    sol = (f"paste -d '\\t' <({_x(ctx, c)}) <({_x(ctx, n)}) | LC_ALL=C sort -t \"$(printf '\\t')\" {keys} "
+    sol = (f"paste -d '\\t' <({field_expr(ctx, c)}) <({field_expr(ctx, n)}) | LC_ALL=C sort -t \"$(printf '\\t')\" {keys} "
            f"> {ctx.out}")
     return StepSpec(
         instructions=[
@@ -94,7 +94,7 @@ def comm_set_ops(ctx: StepContext) -> StepSpec:
     sa, sb = set(a["items"]), set(b["items"])
     results = {"only-first": sa - sb, "only-second": sb - sa, "both": sa & sb}
     op = ctx.choose("op", [k for k in _SET_OPS if results[k]])
-    out = sorted(results[op], key=_cbytes)
+    out = sorted(results[op], key=c_order)
     flag, what = _SET_OPS[op]
     da, db = (s["desc"].replace("{dir}", ctx.data_dir) for s in (a, b))
     ca, cb = (s["cmd"].replace("{dir}", ctx.data_dir) for s in (a, b))
@@ -106,7 +106,7 @@ def comm_set_ops(ctx: StepContext) -> StepSpec:
             "(no duplicates, C-locale sort order, one per line).",
         ],
         solution=f"LC_ALL=C comm {flag} <({ca} | LC_ALL=C sort -u) <({cb} | LC_ALL=C sort -u) > {ctx.out}",
-        expected=lines(out), output=ctx.out, output_dataset=_derived(ctx, out, "names"))
+        expected=lines(out), output=ctx.out, output_dataset=derived_list(ctx, out, "names"))
 
 
 def join_files(ctx: StepContext) -> StepSpec:
@@ -117,7 +117,7 @@ def join_files(ctx: StepContext) -> StepSpec:
     order = ctx.choose("order", ["left-first", "right-first"])
     first, second = (j["lname"], j["rname"]) if order == "left-first" else (j["rname"], j["lname"])
     out_cols = f"1.{j['lout']},2.{j['rout']}" if order == "left-first" else f"2.{j['rout']},1.{j['lout']}"
-    out = sorted((f"{x}\t{y}" if order == "left-first" else f"{y}\t{x}" for x, y in pairs), key=_cbytes)
+    out = sorted((f"{x}\t{y}" if order == "left-first" else f"{y}\t{x}" for x, y in pairs), key=c_order)
     sep, d = j["sep"], ctx.data_dir
     left, right_f = f"{d}/{j['left']}", f"{d}/{j['right']}"
     what, match = (j[k].replace("{dir}", d) for k in ("what", "match"))
@@ -132,7 +132,7 @@ def join_files(ctx: StepContext) -> StepSpec:
             f"Combine `{left}` and `{right_f}` on {match}: for {what}, output `{first}`, a tab, and `{second}`. "
             f"Save the lines to `{ctx.out}` in C-locale sort order of the whole line; {j['unmatched']}.",
         ],
-        solution=sol, expected=lines(out), output=ctx.out, output_dataset=_derived(ctx, out, "joined pairs"))
+        solution=sol, expected=lines(out), output=ctx.out, output_dataset=derived_list(ctx, out, "joined pairs"))
 
 
 def base64_decode(ctx: StepContext) -> StepSpec:
@@ -165,7 +165,7 @@ def base64_decode(ctx: StepContext) -> StepSpec:
             f"Which payloads of the {ds.noun} `{ctx.path}` contain `{token}` (case-sensitive) once base64-decoded? "
             f"Save their ids, one per line in the order of the file, to `{ctx.out}`.",
         ],
-        solution=sol, expected=lines(out), output=ctx.out, output_dataset=_derived(ctx, out, "payload ids"))
+        solution=sol, expected=lines(out), output=ctx.out, output_dataset=derived_list(ctx, out, "payload ids"))
 
 
 _FASTA_AWK = ("awk '/^>/ {{if (id != \"\") {emit}; id = substr($1, 2); n = 0; g = 0; next}} "
@@ -191,7 +191,7 @@ def fasta_stats(ctx: StepContext) -> StepSpec:
             f"tab, and the value. Save it to `{ctx.out}`.",
         ],
         solution=_FASTA_AWK.format(emit=emit) + f"{ctx.path} > {ctx.out}",
-        expected=lines(out), output=ctx.out, output_dataset=_derived(ctx, out, "id/value lines"))
+        expected=lines(out), output=ctx.out, output_dataset=derived_list(ctx, out, "id/value lines"))
 
 
 for skill in (
