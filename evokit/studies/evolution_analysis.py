@@ -180,7 +180,7 @@ def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS
             for v in ("d_pass_pts", "d_turns", "d_length", "d_d_t", f"d_{term}"):
                 row[f"{v}_{label}"] = _iv(_by_seed(sel, lambda x, v=v: x[v]), f"{d} {v} {label}")
             row[f"share_raising_d_t_{label}"] = _iv(_by_seed(sel, lambda x: float(x["d_d_t"] > 0)), f"{d} share")
-            row[f"share_raising_{term}_{label}"] = _iv(_by_seed(sel, lambda x, t=term: float(x[f"d_{t}"] > 0)),
+            row[f"share_raising_own_term_{label}"] = _iv(_by_seed(sel, lambda x, t=term: float(x[f"d_{t}"] > 0)),
                                                         f"{d} share own")
         row["pass_verdict"], row["turns_verdict"] = (_verdict(row["d_pass_pts_one_step"]),
                                                      _verdict(row["d_turns_one_step"]))
@@ -295,3 +295,12 @@ def d_t_rise_share(rows: Sequence[dict]) -> dict:
             "share_raising_d_t": (sum(x["d_d_t"] > 0 for x in edits) / n) if n else float("nan"),
             "mean_d_turns": _mean(x["d_turns"] for x in edits), "mean_d_pass_pts": _mean(x["d_pass_pts"] for x in edits),
             "mean_d_length": _mean(x["d_length"] for x in edits)}
+
+
+def fmt_interval(iv: dict, digits: int = 2) -> str:
+    """``estimate [lo, hi]`` of an interval dict, for the notebooks' printed tables.
+
+    >>> fmt_interval({"estimate": -0.5, "lo": -0.75, "hi": -0.25})
+    '-0.50 [-0.75, -0.25]'
+    """
+    return f"{iv['estimate']:.{digits}f} [{iv['lo']:.{digits}f}, {iv['hi']:.{digits}f}]"
