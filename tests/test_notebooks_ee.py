@@ -122,6 +122,60 @@ def test_effort_claim_1(run_notebook):
 
 
 @pytest.mark.notebooks
+def test_table1_claim_2(run_notebook):
+    """Claim 2 over 5 evolution seeds: per direction, the one-step ΔPass interval below 0 and the ΔTurns
+    interval above 0; the verdicts recomputed from the intervals, then what this run measured."""
+    s, figures = run_notebook("ee_table1_directions")
+    assert s["study"]["difficulty_gate"] is False and len(s["study"]["evolution_seeds"]) >= 5
+    ds = s["directions"]
+    assert set(ds) == {"length", "scenario", "skill"}
+    for d, r in ds.items():
+        p, t = r["d_pass_pts_one_step"], r["d_turns_one_step"]
+        assert p["n"] >= 5 and t["n"] >= 5, (d, r)
+        assert r["pass_verdict"] == ("below" if p["hi"] < 0 else "above" if p["lo"] > 0 else "overlaps"), (d, p)
+        assert r["turns_verdict"] == ("above" if t["lo"] > 0 else "below" if t["hi"] < 0 else "overlaps"), (d, t)
+    holds = all(r["pass_verdict"] == "below" and r["turns_verdict"] == "above" for r in ds.values())
+    assert s["reproduced"] == ("yes" if holds else "no")
+    rows = {r["row"]: r for r in s["table1"]}
+    for d in ds:
+        one = rows[f"{d}, 1 step"]
+        assert {"d_pass_pts_paper", "d_turns_paper", "total_paper"} <= set(one), one  # the paper's values beside ours
+        assert one["d_pass_pts_lo"] == pytest.approx(ds[d]["d_pass_pts_one_step"]["lo"])
+    # Measured (first run, before any change), one step over 5 seeds: length lowers the pass rate (estimate
+    # -12.5 points, interval reaching +1.7) and adds turns (interval above 0); scenario edits move neither
+    # (both intervals cross 0); skill edits (with the gate off, 60 % raise the skill part) raise the pass rate
+    # on average, interval crossing 0, and lower turns (interval below 0): not reproduced at this scale.
+    verdicts = {d: (r["pass_verdict"], r["turns_verdict"]) for d, r in ds.items()}
+    assert verdicts == {"length": ("overlaps", "above"), "scenario": ("overlaps", "overlaps"),
+                        "skill": ("overlaps", "below")}, verdicts
+    assert ds["length"]["d_pass_pts_one_step"]["estimate"] < 0 and s["reproduced"] == "no"
+    assert (figures / "ee_table1_directions.png").stat().st_size > 0
+
+
+@pytest.mark.notebooks
+def test_difficulty_claim_3(run_notebook):
+    """Claim 3: ρ(D_T, pass rate) per solver A, B, C, over all environments and within equal lengths, each
+    with an interval over 5 evolution seeds; the verdicts recomputed, then what this run measured."""
+    s, figures = run_notebook("ee_difficulty")
+    cal = s["calibration"]
+    assert cal["n_evolution_seeds"] >= 5 and cal["n_envs"] >= 40, cal
+    for n in ("A", "B", "C"):
+        for key in ("rho_d_t", "rho_within_length"):
+            iv = cal["solvers"][n][key]
+            assert iv["verdict"] == ("below" if iv["hi"] < 0 else "above" if iv["lo"] > 0 else "overlaps"), (n, key, iv)
+    below = {n: cal["solvers"][n]["rho_d_t"]["verdict"] == "below" for n in ("A", "B", "C")}
+    within = {n: cal["solvers"][n]["rho_within_length"]["verdict"] == "below" for n in ("A", "B", "C")}
+    assert cal["reproduced"] == ("yes" if all(below.values()) and all(within.values())
+                                 else "partly" if all(below.values()) else "no")
+    # Measured (first run; the NaN-in-resample fix came after it and left the estimates unchanged): every
+    # solver's ρ estimate is negative (-0.17 / -0.10 / -0.11) but its interval reaches 0, and within equal
+    # lengths ρ is about 0: not reproduced at this scale (58 environments, 5 evolution seeds).
+    assert all(cal["solvers"][n]["rho_d_t"]["estimate"] < 0 for n in ("A", "B", "C")), cal["solvers"]
+    assert not any(below.values()) and not any(within.values()) and cal["reproduced"] == "no", cal["checks"]
+    assert (figures / "ee_difficulty.png").stat().st_size > 0
+
+
+@pytest.mark.notebooks
 def test_quickstart_nbval(tmp_path):
     """The stored quickstart runs cell by cell under nbval (lax: no stored outputs to compare)."""
     nb = tmp_path / "00_quickstart.ipynb"

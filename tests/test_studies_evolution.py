@@ -133,6 +133,10 @@ def test_calibration_claim_per_solver_and_within_length():
     assert b["rho_d_t"]["verdict"] == "below" and b["rho_within_length"]["verdict"] == "overlaps"
     assert c["n_envs"] == 60 and c["n_evolution_seeds"] == 5 and c["reproduced"] == "partly"
     assert a["rho_d_t"]["lo"] <= a["rho_d_t"]["estimate"] <= a["rho_d_t"]["hi"]
+    # a seed whose environments all fail (no rank correlation in a resample of it alone): the interval stays finite
+    dead = [dict(r, pass_rate_A=0.0) if r["seed"] == 0 else r for r in rows]
+    iv = ev.calibration_claim(dead, ("A",))["solvers"]["A"]["rho_d_t"]
+    assert all(math.isfinite(iv[k]) for k in ("estimate", "lo", "hi")), iv
 
 
 def test_d_t_rise_share_counts_edits():

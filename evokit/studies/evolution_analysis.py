@@ -248,6 +248,10 @@ def _within_length(envs: Sequence[dict], value: str) -> float:
     return spearman(x, y)
 
 
+def _zero_if_nan(x: float) -> float:
+    return 0.0 if math.isnan(x) else x
+
+
 def calibration_claim(rows: Sequence[dict], solvers: Sequence[str]) -> dict:
     """Issue 13, claim 3: Spearman ρ(D_T, pass rate) < 0 for each solver, and within equal-length strata.
 
@@ -263,7 +267,9 @@ def calibration_claim(rows: Sequence[dict], solvers: Sequence[str]) -> dict:
     envs = [list(groups[s].values()) for s in seeds]
 
     def pooled(fn):
-        return lambda idx: fn([r for i in idx for r in envs[int(i)]])
+        # A resample whose pass rates (or D_T) are all equal has no rank correlation; it counts as 0 (no
+        # evidence of a relation), which can only pull the interval towards 0 (conservative for ρ < 0).
+        return lambda idx: _zero_if_nan(fn([r for i in idx for r in envs[int(i)]]))
 
     out: dict = {"n_envs": sum(len(e) for e in envs), "n_evolution_seeds": len(seeds), "solvers": {}}
     for name in (*solvers, "population"):
