@@ -112,6 +112,38 @@ def test_reviewer_rejects_with_reasons():
     assert any(r.startswith("novel") for r in rev.review(a, two, "skill", "high", seed=0, seen={two.to_json()}))
 
 
+def test_the_d_t_gate_is_a_parameter(seed_dirs, tmp_path):
+    """Gate off: the reviewer no longer rejects an edit for not raising D_T (its other rules stay), the
+    proposer returns edits that lower D_T as well as ones that raise it (measured over 24 proposals), and
+    a store records the setting; the default keeps the gate on and the store key of earlier runs."""
+    import random
+
+    from evokit.difficulty import score
+    from evokit.evolve import procedural_backend
+
+    a = Plan((Step("access-log", "topk-count"), Step("csv-ledger", "group-sum")))
+    easier = Plan((Step("access-log", "topk-count"), Step("csv-ledger", "count-records")))
+    assert any(r.startswith("harder") for r in PlanReviewer(REF).review(a, easier, "skill", "low", seed=0))
+    assert PlanReviewer(REF, difficulty_gate=False).review(a, easier, "skill", "low", seed=0) == []
+    swapped = Plan((Step("tsv-inventory", "distinct-values"), Step("csv-ledger", "group-sum")))
+    assert any(r.startswith("direction") for r in
+               PlanReviewer(REF, difficulty_gate=False).review(a, swapped, "skill", "high", seed=0))
+    plan = Plan(tuple(Step(s, k) for s, k in [("access-log", "topk-count"), ("csv-ledger", "group-sum"),
+                                              ("jsonl-events", "distinct-values")]))
+    before = score(plan, REF).total
+    for gate in (True, False):
+        prop = ProceduralProposer(REF, difficulty_gate=gate)
+        deltas = [score(e.plan, REF).total - before for i in range(8) for d in ("length", "scenario", "skill")
+                  if (e := prop.propose(plan, d, "high", seed=1, rng=random.Random(i))) is not None]
+        assert deltas and (all(x > 0 for x in deltas) if gate else any(x <= 0 for x in deltas)), (gate, deltas)
+    assert "difficulty_gate" not in EvolveConfig().key() and EvolveConfig(difficulty_gate=False).key()["difficulty_gate"] is False
+    store = evolve(seed_dirs[:1], tmp_path / "off", EvolveConfig(generations=1, difficulty_gate=False), progress=False)
+    assert len(store.envs()) == 2
+    with pytest.raises(ValueError, match="difficulty_gate"):
+        evolve(seed_dirs[:1], tmp_path / "mixed", EvolveConfig(generations=1, difficulty_gate=False),
+               backend=procedural_backend(), progress=False)
+
+
 def test_sigkill_then_resume_gives_the_same_store(seed_dirs, tmp_path):
     """Kill `evokit evolve` with SIGKILL mid-run, run the same command again: same store as uninterrupted."""
     seeds = tmp_path / "seeds"

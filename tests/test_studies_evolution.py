@@ -1,6 +1,7 @@
-"""The EE evolution study's parts: rank correlation, per-edit deltas, Table 1 and the summaries on
-hand-made rows (evolution_analysis), the study folder's parameter check (rows), and the reference
-solver's pair tasks, its cache and its pass-rate cache (reference_solver).
+"""The EE evolution study's parts: rank correlation, per-edit deltas, Table 1 and the claims' summaries
+with intervals on hand-made rows over 5 seeds (evolution_analysis), the study folder's parameter check,
+the population's solver and measurement caches (population), and the reference solver's pair tasks,
+its cache and its pass-rate cache (reference_solver, still used by the browser tests).
 (The whole study runs in the notebook tests, tests/test_notebooks_ee.py.)"""
 
 from __future__ import annotations
@@ -16,28 +17,32 @@ from evokit import rows as rw
 from evokit.catalog import pairs
 from evokit.studies import evolution_analysis as ev
 from evokit.studies import folder
+from evokit.studies import population as pop
 from evokit.studies import reference_solver as rs
 
 
-def env(setting, lineage, g, pass_rate, *, direction=None, parent=None, turns=None, length=2, d=None, mut=0.5):
+def env(setting, lineage, g, pass_rate, *, seed=0, direction=None, parent=None, turns=None, length=2, d=None,
+        mut=0.5, solvers=None):
     """A hand-made envs.jsonl row; D_T parts grow along the edit's direction."""
     d = d or {"length_term": 6.0 * length, "scenario_term": 0.0, "skill_term": 0.0}
     effort, ds = setting.split("-")
-    return {"setting": setting, "effort": effort, "direction_setting": ds, "lineage": lineage, "generation": g,
-            "k": 1, "task": f"{lineage}{g}", "content_hash": f"{setting}{lineage}{g}", "parent": parent,
-            "direction": direction, "d_t": sum(d.values()), "length": length, **d, "pass_rate": pass_rate,
-            "turns": turns if turns is not None else float(length),
+    solvers = solvers or {"A": pass_rate}
+    return {"seed": seed, "setting": setting, "effort": effort, "direction_setting": ds, "lineage": lineage,
+            "generation": g, "k": 1, "task": f"{lineage}{g}", "content_hash": f"{setting}{lineage}{g}",
+            "parent": parent, "direction": direction, "d_t": sum(d.values()), "length": length, **d,
+            "pass_rate": pass_rate, "turns": turns if turns is not None else float(length),
+            **{f"pass_rate_{n}": p for n, p in solvers.items()},
             **{f"mutation_{m}": (None if g == 0 else mut) for m in ev.MUTATIONS}}
 
 
-def chain(setting, lineage, passes, direction):
+def chain(setting, lineage, passes, direction, *, seed=0, turns=None):
     rows, parent = [], None
     for g, p in enumerate(passes):
         term = {"length": "length_term", "scenario": "scenario_term", "skill": "skill_term"}.get(direction, "skill_term")
         parts = {"length_term": 12.0, "scenario_term": 0.0, "skill_term": 0.0}
         parts[term] += g
-        r = env(setting, lineage, g, p, direction=direction if g else None, parent=parent, d=parts,
-                length=2 + (g if direction == "length" else 0))
+        r = env(setting, lineage, g, p, seed=seed, direction=direction if g else None, parent=parent, d=parts,
+                length=2 + (g if direction == "length" else 0), turns=None if turns is None else turns[g])
         rows.append(r)
         parent = r["content_hash"]
     return rows
@@ -53,44 +58,92 @@ def test_spearman_matches_pandas_with_ties():
     assert math.isnan(ev.spearman([1, 1, 1], [0, 1, 2]))  # constant input: no correlation defined
 
 
-def test_edit_rows_table1_and_direction_summary():
-    rows = (chain("high-length", "L0", [0.75, 0.5, 0.0], "length") + chain("high-length", "L1", [1.0, 1.0, 0.5], "length")
-            + chain("high-skill", "L0", [0.75, 0.25, 0.25], "skill"))
+def test_edit_rows_and_table1_with_intervals():
+    rows = [r for s in range(5) for r in chain("high-length", "L0", [0.75, 0.5 - 0.05 * s, 0.0], "length", seed=s)]
     edits = ev.edit_rows(rows)
-    assert len(edits) == 6
-    first = next(e for e in edits if e["setting"] == "high-length" and e["lineage"] == "L0" and e["generation"] == 1)
+    assert len(edits) == 10
+    first = next(e for e in edits if e["seed"] == 0 and e["generation"] == 1)
     assert first["d_pass_pts"] == pytest.approx(-25.0) and first["d_turns"] == pytest.approx(1.0)
-    table = {r["row"]: r for r in ev.table1(rows, directions=("length", "skill"))}
-    assert table["length, 1 step"]["d_pass_pts"] == pytest.approx((-25 + 0) / 2)
-    assert table["length, mean of 2"]["d_pass_pts"] == pytest.approx((-25 - 50 + 0 - 50) / 4)
+    assert first["d_length"] == 1
+    table = {r["row"]: r for r in ev.table1(rows, directions=("length",))}
+    one = table["length, 1 step"]
+    assert one["d_pass_pts"] == pytest.approx(-35.0) and one["d_pass_pts_lo"] < -35 < one["d_pass_pts_hi"] < 0
     assert table["length, mean of 2"]["paper_key"] == "length, mean of 15"
-    assert table["skill, 1 step"]["total"] == pytest.approx(50.0)  # mutation in percent
-    s = ev.direction_summary(rows, ("length", "skill"))
-    assert s["length"]["d_length_term_mean"] > 0 and s["length"]["d_pass_pts_mean"] < 0
-    assert s["skill"]["own_term_final"] > s["skill"]["own_term_seed"]
-    assert s["skill"]["pass_rate_final"] == pytest.approx(0.25)
+    assert one["total"] == pytest.approx(50.0)  # mutation in percent
 
 
-def test_effort_summary_and_calibration():
-    rows = chain("low-all", "L0", [0.75, 0.5, 0.5, 0.25], "length") + chain("high-all", "L0", [0.75, 0.25, 0.0, 0.0], "length")
-    s = ev.effort_summary(rows)
-    assert s["efforts"] == ["low", "high"]
-    assert s["final_pass_rate"] == {"low": 0.25, "high": 0.0}
-    assert s["first_zero_generation"] == {"low": None, "high": 2}
-    assert s["pass_rate_curve"] == {"low": [0.75, 0.5, 0.5, 0.25], "high": [0.75, 0.25, 0.0, 0.0]}
-    assert s["pass_rate_monotone"] == {"low": True, "high": True}
-    assert s["lineages_at_zero"] == {"low": 0, "high": 1}
-    bumpy = chain("low-all", "L0", [0.75, 0.25, 0.5], "length")
-    assert ev.effort_summary(bumpy)["pass_rate_monotone"] == {"low": False}  # a rise anywhere breaks it
-    cal = ev.calibration(rows)
-    assert cal["n_envs"] == len(rows) and cal["rho_d_t"] < 0
+def test_direction_claim_needs_every_interval_on_its_side():
+    """Over 5 seeds: length lowers the pass rate and adds turns at every seed (below / above); skill's
+    one-step changes straddle 0 (overlaps), so the claim is not reproduced."""
+    rows = []
+    for s in range(5):
+        rows += chain("high-length", "L0", [0.75, 0.5, 0.25], "length", seed=s, turns=[2, 4 + s, 6])
+        rows += chain("high-skill", "L0", [0.5, 0.5 + (0.25 if s % 2 else -0.25), 0.0], "skill", seed=s,
+                      turns=[2, 2 + (1 if s % 2 else -1), 2])
+    c = ev.direction_claim(rows, ("length", "skill"))
+    length, skill = c["directions"]["length"], c["directions"]["skill"]
+    assert (length["pass_verdict"], length["turns_verdict"]) == ("below", "above")
+    assert length["d_pass_pts_one_step"]["estimate"] == pytest.approx(-25.0)
+    assert length["share_raising_d_t_all_edits"]["estimate"] == 1.0
+    assert skill["pass_verdict"] == "overlaps" and skill["turns_verdict"] == "overlaps"
+    assert c["reproduced"] == "no"
+    only_length = ev.direction_claim([r for r in rows if r["setting"] == "high-length"], ("length",))
+    assert only_length["reproduced"] == "yes"
+    assert ev.direction_claim([r for r in rows if r["setting"] == "high-length"], ("length", "skill"))["reproduced"] == "no"
 
 
-def test_curves_mean_and_sem():
-    rows = chain("high-all", "L0", [1.0, 0.5], "length") + chain("high-all", "L1", [0.5, 0.0], "length")
-    c = {r["generation"]: r for r in ev.curves(rows, by=("setting",), values=("pass_rate",))}
-    assert c[0]["pass_rate"] == 0.75 and c[1]["pass_rate"] == 0.25 and c[1]["n"] == 2
-    assert c[1]["pass_rate_sem"] == pytest.approx(np.std([0.5, 0.0], ddof=1) / np.sqrt(2))
+def test_effort_claim_reaching_zero_and_carrying_ended_lineages():
+    rows = []
+    for s in range(5):
+        rows += chain("low-all", "L0", [0.75, 0.5, 0.5, 0.25], "length", seed=s)
+        rows += chain("high-all", "L0", [0.75, 0.25, 0.0, 0.0], "length", seed=s)
+        rows += chain("max-all", "L0", [0.75, 0.0, 0.0, 0.0], "length", seed=s)
+    c = ev.effort_claim(rows)
+    assert c["first_zero_generation"] == {"low": None, "high": 2, "max": 1}
+    assert c["reproduced"] == "yes" and all(c["checks"].values())
+    assert c["pass_rate_curve"]["high"][2] == {"estimate": 0.0, "lo": 0.0, "hi": 0.0, "n": 5, "level": 0.95}
+    # one seed's high lineage ends at generation 1 (pass rate 0.25): it stays in the population at 0.25
+    ended = [r for r in rows if not (r["seed"] == 4 and r["effort"] == "high" and r["generation"] >= 2)]
+    c = ev.effort_claim(ended)
+    assert c["pass_rate_curve"]["high"][3]["estimate"] == pytest.approx(0.05)
+    assert c["first_zero_generation"]["high"] is None and c["reproduced"] == "no"
+    assert c["first_zero_generation_per_seed"]["high"] == {"0": 2, "1": 2, "2": 2, "3": 2, "4": None}
+    low_falls = [dict(r, pass_rate=0.0) if r["effort"] == "low" and r["generation"] == 3 else r for r in rows]
+    c = ev.effort_claim(low_falls)
+    assert c["checks"]["low_does_not_reach_zero"] is False and c["reproduced"] == "no"
+
+
+def test_calibration_claim_per_solver_and_within_length():
+    """Solver A fails rarer plans at every length; solver B only fails longer ones (no relation within a
+    length): A is below 0 both ways, B only over all environments."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for s in range(5):
+        for i in range(12):
+            length = 2 + i % 3
+            rare = float(rng.uniform(0, 3))
+            a = max(0.0, 1 - 0.25 * length - 0.2 * rare + rng.normal(0, 0.02))
+            b = max(0.0, 1 - 0.25 * length + rng.normal(0, 0.02))
+            d = {"length_term": 6.0 * length, "scenario_term": rare, "skill_term": 0.0}
+            rows.append(env("high-all", f"L{i}", 0, (a + b) / 2, seed=s, length=length, d=d,
+                            solvers={"A": a, "B": b}))
+    c = ev.calibration_claim(rows, ("A", "B"))
+    a, b = c["solvers"]["A"], c["solvers"]["B"]
+    assert a["rho_d_t"]["verdict"] == "below" and a["rho_within_length"]["verdict"] == "below"
+    assert b["rho_d_t"]["verdict"] == "below" and b["rho_within_length"]["verdict"] == "overlaps"
+    assert c["n_envs"] == 60 and c["n_evolution_seeds"] == 5 and c["reproduced"] == "partly"
+    assert a["rho_d_t"]["lo"] <= a["rho_d_t"]["estimate"] <= a["rho_d_t"]["hi"]
+    # a seed whose environments all fail (no rank correlation in a resample of it alone): the interval stays finite
+    dead = [dict(r, pass_rate_A=0.0) if r["seed"] == 0 else r for r in rows]
+    iv = ev.calibration_claim(dead, ("A",))["solvers"]["A"]["rho_d_t"]
+    assert all(math.isfinite(iv[k]) for k in ("estimate", "lo", "hi")), iv
+
+
+def test_d_t_rise_share_counts_edits():
+    rows = chain("high-all", "L0", [0.5, 0.5, 0.5], "skill")
+    rows[2] = dict(rows[2], d_t=rows[1]["d_t"] - 1.0)
+    s = ev.d_t_rise_share(rows)
+    assert (s["n_edits"], s["n_raising_d_t"]) == (2, 1) and s["share_raising_d_t"] == 0.5
 
 
 def test_study_folder_refuses_other_parameters(tmp_path):
@@ -135,3 +188,21 @@ def test_measure_reuses_cached_pass_rates(tmp_path):
 
 def torch_equal(p, q) -> bool:
     return bool((p == q).all())
+
+
+def test_population_caches_solvers_and_measurements(tmp_path):
+    """A solver is pretrained once and reloaded bit-identical; a cached (solver, content) measurement is
+    not rolled out again (its task folder does not even exist); an unknown solver is refused by name."""
+    a = pop.load_solvers(tmp_path, ["A"])["A"]
+    b = pop.load_solvers(tmp_path, ["A"])["A"]
+    assert all(torch_equal(p, q) for p, q in zip(a.policy.state_dict().values(), b.policy.state_dict().values(),
+                                                 strict=True))
+    cache = pop.cache_path(tmp_path, a, rollouts=8, attempts=3)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    rw.append_rows(cache, [{"content_hash": "ab" * 8, "pass_rate": 0.375, "turns": 3.0, "rollouts": 8}])
+    got = pop.measure({"A": a}, {"ab" * 8: tmp_path / "missing-task"}, tmp_path, progress=False)
+    assert got["ab" * 8]["A"]["pass_rate"] == 0.375
+    assert pop.flat({"A": {"pass_rate": 0.5, "turns": 2.0}, "B": {"pass_rate": 0.0, "turns": 4.0}}) == {
+        "pass_rate": 0.25, "turns": 3.0, "pass_rate_A": 0.5, "turns_A": 2.0, "pass_rate_B": 0.0, "turns_B": 4.0}
+    with pytest.raises(ValueError, match="unknown solver 'Z'"):
+        pop.load_solvers(tmp_path, ["Z"])

@@ -25,7 +25,11 @@ def evolve(seed_dirs: Sequence[str | Path], store: LineageStore | str | Path, co
     from evokit.parallel import LocalExecutor
 
     store = store if isinstance(store, LineageStore) else LineageStore(store)
-    backend = backend or procedural_backend()
+    backend = backend or procedural_backend(difficulty_gate=config.difficulty_gate)
+    if getattr(backend.reviewer, "difficulty_gate", True) != config.difficulty_gate:
+        raise ValueError(f"config.difficulty_gate={config.difficulty_gate} but the {backend.name} backend's reviewer "
+                         f"has difficulty_gate={getattr(backend.reviewer, 'difficulty_gate', True)}; build it with "
+                         "procedural_backend(difficulty_gate=...) (the LLM roles always apply the gate)")
     store.check_config({**config.key(), "backend": backend.name})
     seeds = sorted(Path(s) for s in seed_dirs)
     names = [f"L{i:03d}-{p.name}" for i, p in enumerate(seeds)]

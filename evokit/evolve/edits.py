@@ -16,6 +16,12 @@ Cost: a proposal draws up to ``4 × candidates`` plans. They are scored by D_T f
 only the ones that pass are rendered, through a :class:`~evokit.plan.RenderCache` shared by the
 whole proposal, so the parent's steps (and their data) are generated once, not once per
 candidate. Neither changes which edit a seed chooses (``tests/test_evolve.py`` pins it).
+
+**The D_T gate** (``difficulty_gate``, default on: EvolveConfig.difficulty_gate). With it, a
+candidate must raise D_T and its direction's part of D_T, and is chosen in proportion to that
+gain. Without it (issue 13: where a figure reports D_T, its rise must be a measurement, not a
+rule), the proposer keeps only its rarity-weighted drawing of new steps and returns the first
+candidate that renders: whether D_T rises is then measured, not guaranteed.
 """
 
 from __future__ import annotations
@@ -76,8 +82,10 @@ def renders(plan: Plan, seed: int, cache: RenderCache | None = None) -> bool:
 class ProceduralProposer:
     """Propose edits by sampling the catalog, weighted towards rarer choices under ``ref``."""
 
-    def __init__(self, ref: Reference, *, candidates: int = 24, rarity_power: float = 2.0):
+    def __init__(self, ref: Reference, *, candidates: int = 24, rarity_power: float = 2.0,
+                 difficulty_gate: bool = True):
         self.ref, self.candidates, self.rarity_power = ref, candidates, rarity_power
+        self.difficulty_gate = difficulty_gate
         # Catalog lookups, memoised (the catalog does not change during a run): skills_for and
         # scenarios_for sort the whole registry on every call.
         self._skills: dict[str, list[str]] = {}
@@ -133,6 +141,10 @@ class ProceduralProposer:
         for _ in range(self.candidates * 4):
             edit = getattr(self, f"_{direction}")(plan, effort, seed, rng, cache)
             if edit is None or edit.plan.to_json() in exclude:
+                continue
+            if not self.difficulty_gate:  # no D_T check: the first candidate that renders
+                if renders(edit.plan, seed, cache):
+                    return edit
                 continue
             after = score(edit.plan, self.ref)
             # The edit must make the task harder *along its own direction* (EE: each direction

@@ -58,6 +58,9 @@ class EvolveConfig:
     repair_budget: int = 2  # extra modifier attempts after a failed verification
     seed: int = 0
     verify: VerifyConfig = field(default_factory=VerifyConfig)
+    #: The D_T gate of the procedural proposer and reviewer (an edit must raise D_T and its
+    #: direction's part). Off where a figure reports D_T, so that its rise is measured (issue 13).
+    difficulty_gate: bool = True
 
     def __post_init__(self):
         if self.effort not in EFFORTS:
@@ -68,6 +71,8 @@ class EvolveConfig:
     def key(self) -> dict:
         """What must match for a store to be resumed with this config."""
         d = asdict(self)
+        if self.difficulty_gate:  # stores made before the gate was a parameter resume unchanged
+            del d["difficulty_gate"]
         d["verify"] = {k: v for k, v in d["verify"].items() if k in ("oracle_threshold", "null_max_reward",
                                                                      "reward_key", "determinism_runs")}
         return d
@@ -106,8 +111,8 @@ class Backend:
 
 
 class _ProceduralProposerRole:
-    def __init__(self, ref: Reference):
-        self.inner = ProceduralProposer(ref)
+    def __init__(self, ref: Reference, difficulty_gate: bool = True):
+        self.inner = ProceduralProposer(ref, difficulty_gate=difficulty_gate)
 
     def propose(self, plan, direction, effort, *, seed, rng, exclude, feedback, task_dir, call_seed=None):
         return self.inner.propose(plan, direction, effort, seed=seed, rng=rng, exclude=exclude)
@@ -137,9 +142,10 @@ class ProceduralModifier:
         return render(plan, seed, dest, lineage=lineage, difficulty=score(plan, self.ref).as_dict())
 
 
-def procedural_backend(ref: Reference | None = None) -> Backend:
+def procedural_backend(ref: Reference | None = None, *, difficulty_gate: bool = True) -> Backend:
     ref = ref or catalog_reference()
-    return Backend("procedural", _ProceduralProposerRole(ref), PlanReviewer(ref), ProceduralModifier(ref))
+    return Backend("procedural", _ProceduralProposerRole(ref, difficulty_gate),
+                   PlanReviewer(ref, difficulty_gate=difficulty_gate), ProceduralModifier(ref))
 
 
 # ---------------------------------------------------------------------------- one lineage

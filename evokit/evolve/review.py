@@ -7,8 +7,11 @@ Rules (each returns a reason when it fails):
   adds steps; ``scenario`` changes situations only (skills kept); ``skill`` changes techniques
   only (situations kept);
 * ``effort``: ``low`` touches one step, ``high`` one contiguous span, ``max`` anything;
-* ``harder``: D_T rises under the reference distribution, and so does the part of it the
-  direction targets (L for length, the scenario term, the skill term);
+* ``harder`` (the **D_T gate**, ``difficulty_gate``): D_T rises under the reference distribution,
+  and so does the part of it the direction targets (L for length, the scenario term, the skill
+  term). With the gate off (``EvolveConfig.difficulty_gate = False``) this rule is not applied, so
+  that a figure which reports D_T across generations measures whether edits raise it instead of
+  showing a rule of the harness (issue 13: "every edit raised D_T" was true by construction);
 * ``novel``: the plan is no copy of an environment already in the lineage.
 """
 
@@ -60,8 +63,8 @@ def _changed_positions(parent: Plan, child: Plan, direction: str) -> list[int] |
 class PlanReviewer:
     """Accept or reject a proposed plan with reasons (an empty list means accepted)."""
 
-    def __init__(self, ref: Reference, seed_of_render: int = 0):
-        self.ref = ref
+    def __init__(self, ref: Reference, seed_of_render: int = 0, *, difficulty_gate: bool = True):
+        self.ref, self.difficulty_gate = ref, difficulty_gate
 
     def review(self, parent: Plan, child: Plan, direction: str, effort: str, *, seed: int,
                seen: set[str] = frozenset(), call_seed: int | None = None) -> list[str]:
@@ -79,6 +82,15 @@ class PlanReviewer:
             if effort == "high" and changed != list(range(changed[0], changed[-1] + 1)):
                 reasons.append(f"effort: high effort touches one contiguous span, this edit touches "
                                f"steps {[c + 1 for c in changed]}")
+        if self.difficulty_gate:
+            reasons += self._harder(parent, child, direction, changed)
+        if child.to_json() in seen:
+            reasons.append("novel: this plan is already in the lineage")
+        return reasons
+
+    def _harder(self, parent: Plan, child: Plan, direction: str, changed: list[int] | str) -> list[str]:
+        """The D_T gate: D_T and the part of it the direction targets must rise."""
+        reasons = []
         before, after = score(parent, self.ref), score(child, self.ref)
         if after.total <= before.total:
             reasons.append(f"harder: D_T does not rise ({before.total:.2f} → {after.total:.2f})")
@@ -86,6 +98,4 @@ class PlanReviewer:
         if term and not isinstance(changed, str) and getattr(after, term) <= getattr(before, term):
             reasons.append(f"direction: a {direction} edit must raise the {term.replace('_', ' ')} of D_T "
                            f"({getattr(before, term):.2f} → {getattr(after, term):.2f})")
-        if child.to_json() in seen:
-            reasons.append("novel: this plan is already in the lineage")
         return reasons

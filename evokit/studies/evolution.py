@@ -6,27 +6,41 @@ generations for each effort (the effort ablation) and after one evolution step a
 pinned direction (Table 1). :func:`evolution_study` runs the same measurements at CPU scale and
 writes them as rows; the notebooks ``ee_effort``, ``ee_table1_directions`` and ``ee_difficulty``
 read the rows (:mod:`evokit.studies.evolution_analysis`) and draw. :func:`quickstart` is the
-pipeline of ``00_quickstart``: seeds → evolution → re-verification → one row per environment.
+pipeline of ``00_quickstart``: seeds → evolution → re-verification → measurement, one row per
+environment.
 
-How it departs from the paper, stated here once (the reference solver's own departures are in
-:mod:`evokit.studies.reference_solver`: a CPU learner, not a frontier model; one turn per step;
-seeds it passes at least 1/8):
+Each study is a frozen config (:class:`EvolutionStudy`, :class:`QuickstartStudy`), recorded in
+its folder's ``study.json`` (a notebook's parameters override it). How it departs from the paper,
+stated here once (the measurement's own departures are in :mod:`evokit.studies.population`):
 
-1. **Sizes.** A few seeds and a few generations at smoke size instead of 500 seeds × 15
-   generations; the rollouts per environment are EE's 8.
-2. **Pinned lineages end early.** The procedural proposer only accepts an edit that makes its
-   own part of D_T larger; on short plans the catalog soon has no rarer situation or technique
-   left, so a lineage pinned to ``scenario`` or ``skill`` ends after a few generations (the
-   harness records an "end"). Averages "over all generations" are over the edits that exist.
+1. **Sizes.** A few evolution seeds (each its own seed tasks and its own evolution choices) ×
+   a few lineages × 8 generations at smoke size, instead of 500 seeds × 15 generations; every
+   claim is an estimate across evolution seeds with a bootstrap interval (:mod:`evokit.stats`).
+2. **Reference models.** The solver population A, B, C of :mod:`evokit.solvers`, pretrained on
+   data (never on p_T), with up to ``attempts`` techniques per step: pass rate and turns are
+   measurements. The population's pass rate of an environment is the mean of the three.
+3. **Seeds.** As EE's filter, a seed is kept when an independent solver (the filter solver, not
+   one of A, B, C) passes it at most 4/8 (``seed_pass``); EE also prefers the longer ones, which
+   we do not (our seeds have 2–5 steps).
+4. **The D_T gate** (:class:`~evokit.evolve.EvolveConfig` ``difficulty_gate``): the procedural
+   proposer and reviewer accept only edits that raise D_T and the direction's part of it. It is
+   on in ``ee_effort`` (EE's method, its figure shows no D_T) and off where a figure reports D_T
+   (``ee_difficulty``, ``ee_table1_directions``, the quickstart), so that D_T's rise there is a
+   measurement.
+5. **Pinned lineages may end early.** With the gate on, a lineage pinned to ``scenario`` or
+   ``skill`` ends when the catalog has no rarer situation or technique left (the harness records
+   an "end"); averages "over all generations" are over the edits that exist, and a curve carries
+   an ended lineage's last environment forward.
 
-Rows (``envs.jsonl``, one per environment of every store): the run setting (effort, pinned
-direction or "all"), lineage, generation, the edit's direction, D_T and its three parts, the
-mutation of the edit, the reference solver's pass rate and mean turns over 8 rollouts.
+Rows (``envs.jsonl``, one per environment of every store): the evolution seed, the run setting
+(effort, pinned direction or "all"), lineage, generation, the edit's direction, D_T and its
+three parts, the plan's length, the mutation of the edit, and the population's pass rate and
+mean turns over 8 rollouts (mean and per solver: :func:`evokit.studies.population.flat`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
@@ -36,114 +50,156 @@ from evokit.rows import append_rows, read_rows
 from evokit.seeds import make_seeds
 from evokit.studies.evolution_analysis import MUTATIONS, PARTS
 from evokit.studies.folder import PhaseClock, StudyError, check_study
-from evokit.studies.reference_solver import (
-    ROLLOUTS,
-    WARMUP_STEPS,
-    measurable_seeds,
-    measure,
-    pair_tasks,
-    pass_rate_cache,
-    reference_solver,
-)
+from evokit.studies.population import ATTEMPTS, FILTER_SOLVER, ROLLOUTS, flat, load_solvers, measure
 from evokit.verify import verify_task
 
-__all__ = ["StudyError", "env_row", "evolution_study", "pair_tasks", "quickstart", "read_rows", "store_name"]
+__all__ = ["EvolutionStudy", "QuickstartStudy", "StudyError", "env_row", "evolution_study", "quickstart",
+           "read_rows", "store_name"]
+
+
+@dataclass(frozen=True)
+class EvolutionStudy:
+    """One EE evolution study: which runs (efforts × directions), how many, and how they are measured."""
+
+    evolution_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # independent replications (claims: ≥ 5)
+    n_seeds: int = 1  # seed tasks (lineages) per evolution seed
+    generations: int = 8  # EE: 15; smoke ≥ 8 (issue 13)
+    efforts: tuple[str, ...] = ("low", "high", "max")
+    directions: tuple[str, ...] = ("all",)  # "all": EE's shuffled schedule; or pinned directions
+    difficulty_gate: bool = True  # the D_T gate of the proposer and reviewer (module docstring, 4)
+    solvers: tuple[str, ...] = ("A", "B", "C")  # the measuring population (evokit.solvers)
+    rollouts: int = ROLLOUTS
+    attempts: int = ATTEMPTS
+    seed_pass: tuple[float, float] = (0.0, 0.5)  # EE: keep seeds the filter solver passes ≤ 4/8
+    seed_pool: int = 8  # candidate seed tasks drawn per kept seed, at most
+    measure_seed: int = 0  # rollout seed base of the measurement (keyed by content besides)
+
+
+@dataclass(frozen=True)
+class QuickstartStudy:
+    """The quickstart: one evolution run from verified seeds, re-verified, measured by the population."""
+
+    n_seeds: int = 3
+    generations: int = 3
+    effort: str = "high"
+    direction: str = "all"
+    seed: int = 0
+    difficulty_gate: bool = False  # its figure reports D_T: the rise is measured, not a rule
+    solvers: tuple[str, ...] = ("A", "B", "C")
+    rollouts: int = ROLLOUTS
+    attempts: int = ATTEMPTS
+    measure_seed: int = 0
 
 
 def store_name(effort: str, direction: str | None) -> str:
     return f"{effort}-{direction or 'all'}"
 
 
-def evolution_study(results_dir: str | Path, *, n_seeds: int, generations: int,
-                    efforts: Sequence[str] = ("low", "high", "max"), directions: Sequence[str | None] = (None,),
-                    seed: int = 0, workers: int = 2, rollouts: int = ROLLOUTS, warmup_steps: int = WARMUP_STEPS,
-                    seed_pool: int = 4, min_seed_pass: float = 1 / 8, solver_dir: str | Path | None = None,
-                    progress: bool = True) -> Path:
-    """Reference solver → measurable seeds → one evolution run per (effort, direction) → every environment
-    measured; returns the path of ``envs.jsonl``.
+def filtered_seeds(out: Path, filter_solver: dict, study: EvolutionStudy, seed: int, solver_dir: Path, *,
+                   workers: int, progress: bool) -> list[Path]:
+    """The first ``n_seeds`` verified seeds whose filter-solver pass rate lies in ``seed_pass``, drawn
+    ``n_seeds`` at a time from at most ``seed_pool``·``n_seeds`` seeds (seed i is the same whatever the pool)."""
+    lo, hi = study.seed_pass
+    keep: list[Path] = []
+    for k in range(1, study.seed_pool + 1):
+        rows = make_seeds(k * study.n_seeds, seed, out / "seeds", workers=workers, progress=False)
+        m = measure(filter_solver, {r["content_hash"]: out / "seeds" / r["name"] for r in rows}, solver_dir,
+                    rollouts=study.rollouts, attempts=study.attempts, seed=study.measure_seed, workers=workers,
+                    progress=progress, desc=f"seed filter (evolution seed {seed})")
+        keep = [out / "seeds" / r["name"] for r in rows
+                if lo <= m[r["content_hash"]][FILTER_SOLVER.name]["pass_rate"] <= hi]
+        if len(keep) >= study.n_seeds:
+            break
+    if not keep:
+        raise StudyError(f"none of the {study.seed_pool * study.n_seeds} seeds in {out / 'seeds'} has a filter pass "
+                         f"rate in {study.seed_pass}; raise seed_pool")
+    return keep[:study.n_seeds]
 
-    Layout of ``results_dir``: ``seeds/`` (the seed pool, :func:`~evokit.studies.reference_solver.measurable_seeds`),
-    ``stores/<effort>-<direction or all>/`` (one :class:`~evokit.lineage.LineageStore` each), ``envs.jsonl``
-    (one row per environment of every store, see :func:`env_row`), ``timings.json`` (wall time per phase).
-    ``directions`` holds pinned directions or None / "all" (shuffle all three). The reference solver is
-    trained into ``solver_dir/seed<seed>-warmup<steps>/`` (default: ``results_dir``), and its pass rates
-    (per distinct environment, by content hash) are kept beside it
-    (:func:`~evokit.studies.reference_solver.pass_rate_cache`): the EE notebooks share one solver, as EE
-    measures every environment with the same reference models, and an environment that two notebooks both
-    evolve (the same seed, effort, direction and generation give the same content) is measured once.
 
-    Every stage resumes: seeds and stores continue where they stopped and nothing measured is measured
-    again. Each distinct environment is measured once, with a rollout seed keyed by its content, so a seed
-    task that is generation 0 of every store has one pass rate.
+def evolution_study(results_dir: str | Path, study: EvolutionStudy = EvolutionStudy(), *, workers: int = 2,
+                    solver_dir: str | Path | None = None, progress: bool = True) -> Path:
+    """Solvers → filtered seeds → one evolution run per (evolution seed, effort, direction) → every
+    environment measured by the population; returns the path of ``envs.jsonl``.
+
+    Layout of ``results_dir``: ``seed<s>/seeds/`` and ``seed<s>/stores/<effort>-<direction>/`` per
+    evolution seed s, ``envs.jsonl`` (:func:`env_row`), ``timings.json``, ``study.json``. Solvers and
+    their measurements live in ``solver_dir`` (default ``results_dir``): the EE notebooks share them,
+    and an environment two notebooks both evolve (same content) is measured once. Every stage resumes.
     """
     out = Path(results_dir)
-    directions = [None if d in (None, "", "all") else d for d in directions]
-    check_study(out, {"n_seeds": n_seeds, "generations": generations, "efforts": list(efforts),
-                      "directions": [d or "all" for d in directions], "seed": seed, "rollouts": rollouts,
-                      "warmup_steps": warmup_steps, "seed_pool": seed_pool, "min_seed_pass": min_seed_pass})
+    check_study(out, {"study": "evolution", **asdict(study)})
+    solver_dir = Path(solver_dir) if solver_dir else out
     clock = PhaseClock(out / "timings.json")
-    solver_dir = Path(solver_dir) / f"seed{seed}-warmup{warmup_steps}" if solver_dir else out
-    with clock("reference_solver"):
-        solver = reference_solver(solver_dir, seed=seed, warmup_steps=warmup_steps, group_size=rollouts,
-                                  workers=workers, progress=progress)
-    cache = pass_rate_cache(solver_dir, seed=seed, rollouts=rollouts)
-    with clock("seeds"):
-        seed_dirs = measurable_seeds(out, solver, n_seeds=n_seeds, pool=seed_pool, seed=seed, min_pass=min_seed_pass,
-                                     cache=cache, rollouts=rollouts, workers=workers, progress=progress)
+    with clock("solvers"):
+        solvers = load_solvers(solver_dir, study.solvers)
+        filter_solver = load_solvers(solver_dir, [FILTER_SOLVER.name])
     stores = []
-    for effort in efforts:
-        for d in directions:
-            name = store_name(effort, d)
-            with clock(f"evolve {name}"):
-                stores.append((name, effort, d, evolve(seed_dirs, out / "stores" / name, EvolveConfig(
-                    generations=generations, effort=effort, direction=d, seed=seed), workers=workers,
-                    progress=progress)))
-    envs = [(name, effort, d, store, e) for name, effort, d, store in stores for e in store.envs()]
+    for s in study.evolution_seeds:
+        base = out / f"seed{s}"
+        with clock(f"seeds {s}"):
+            seed_dirs = filtered_seeds(base, filter_solver, study, s, solver_dir, workers=workers, progress=progress)
+        for effort in study.efforts:
+            for d in study.directions:
+                direction = None if d in (None, "", "all") else d
+                name = store_name(effort, direction)
+                cfg = EvolveConfig(generations=study.generations, effort=effort, direction=direction, seed=s,
+                                   difficulty_gate=study.difficulty_gate)
+                with clock(f"evolve {s} {name}"):
+                    stores.append((s, name, effort, direction, evolve(seed_dirs, base / "stores" / name, cfg,
+                                                                      workers=workers, progress=False)))
+    envs = [(s, name, effort, d, store, e) for s, name, effort, d, store in stores for e in store.envs()]
     with clock("pass rates"):
-        measured = measure(solver, {e.content_hash: store.path(e) for *_, store, e in envs}, cache, seed=seed,
-                           rollouts=rollouts, workers=workers, progress=progress, desc="pass rates (reference solver)")
+        measured = measure(solvers, {e.content_hash: store.path(e) for *_, store, e in envs}, solver_dir,
+                           rollouts=study.rollouts, attempts=study.attempts, seed=study.measure_seed,
+                           workers=workers, progress=progress, desc="pass rates (solver population)")
     envs_path = out / "envs.jsonl"
-    done = {(r["setting"], r["lineage"], r["generation"], r["k"]) for r in read_rows(envs_path)}
-    append_rows(envs_path, [env_row(name, effort, d, e, measured[e.content_hash]) for name, effort, d, _, e in envs
-                            if (name, e.lineage, e.generation, e.k) not in done])
+    done = {(r["seed"], r["setting"], r["lineage"], r["generation"], r["k"]) for r in read_rows(envs_path)}
+    append_rows(envs_path, [env_row(name, effort, d, e, flat(measured[e.content_hash]), seed=s)
+                            for s, name, effort, d, _, e in envs
+                            if (s, name, e.lineage, e.generation, e.k) not in done])
     return envs_path
 
 
-def env_row(setting: str, effort: str, direction_setting: str | None, e, measured: dict) -> dict:
+def env_row(setting: str, effort: str, direction_setting: str | None, e, measured: dict, *, seed: int) -> dict:
     """One row of ``envs.jsonl`` (flat, so that a DataFrame of rows needs no unpacking)."""
     diff, mut = e.data.get("difficulty", {}), e.data.get("mutation") or {}
-    return {"setting": setting, "effort": effort, "direction_setting": direction_setting or "all",
+    return {"seed": seed, "setting": setting, "effort": effort, "direction_setting": direction_setting or "all",
             "lineage": e.lineage, "generation": e.generation, "k": e.k, "task": e.task,
             "content_hash": e.content_hash, "parent": e.parent, "direction": e.direction,
             "d_t": diff.get("total"), "length": diff.get("length"), **{p: diff.get(p) for p in PARTS},
-            **{f"mutation_{m}": mut.get(m) for m in MUTATIONS},
-            **{k: v for k, v in measured.items() if k != "content_hash"}}
+            **{f"mutation_{m}": mut.get(m) for m in MUTATIONS}, **measured}
 
 
-def quickstart(results_dir: str | Path, *, n_seeds: int, generations: int, effort: str = "high",
-               direction: str | None = None, seed: int = 0, workers: int = 2, progress: bool = True) -> Path:
-    """Seeds → evolve → re-verify each lineage's last environment → ``quickstart.jsonl`` (one row per env).
+def quickstart(results_dir: str | Path, study: QuickstartStudy = QuickstartStudy(), *, workers: int = 2,
+               solver_dir: str | Path | None = None, progress: bool = True) -> Path:
+    """Seeds → evolve → re-verify each lineage's last environment → measure every environment by the
+    solver population → ``quickstart.jsonl`` (one row per environment, :func:`env_row`'s columns plus
+    ``verified``/``reverified``).
 
     The harness verified every environment as it accepted it; the re-verification here runs the three
     verifiers (oracle, null solution, rubric) again on the final generation, independently of the run.
     """
     out = Path(results_dir)
-    check_study(out, {"n_seeds": n_seeds, "generations": generations, "effort": effort,
-                      "direction": direction or "all", "seed": seed})
-    seed_rows = make_seeds(n_seeds, seed, out / "seeds", workers=workers, progress=progress)
+    check_study(out, {"study": "quickstart", **asdict(study)})
+    solver_dir = Path(solver_dir) if solver_dir else out
+    direction = None if study.direction in ("", "all") else study.direction
+    seed_rows = make_seeds(study.n_seeds, study.seed, out / "seeds", workers=workers, progress=progress)
     store = evolve([out / "seeds" / r["name"] for r in seed_rows], out / "store",
-                   EvolveConfig(generations=generations, effort=effort, direction=direction, seed=seed),
+                   EvolveConfig(generations=study.generations, effort=study.effort, direction=direction,
+                                seed=study.seed, difficulty_gate=study.difficulty_gate),
                    workers=workers, progress=progress)
+    envs = store.envs()
+    measured = measure(load_solvers(solver_dir, study.solvers), {e.content_hash: store.path(e) for e in envs},
+                       solver_dir, rollouts=study.rollouts, attempts=study.attempts, seed=study.measure_seed,
+                       workers=workers, progress=progress, desc="pass rates (solver population)")
     path = out / "quickstart.jsonl"
     done = {(r["lineage"], r["generation"]) for r in read_rows(path)}
-    envs = store.envs()
     last = {e.lineage: e for e in envs}  # envs are in order: the last one seen is the newest
     todo = [e for e in envs if (e.lineage, e.generation) not in done]
+    name = store_name(study.effort, direction)
     for e in tqdm(todo, desc="rows (re-verifying each lineage's last environment)", disable=not progress):
         reverified = verify_task(store.path(e)).passed if last[e.lineage] is e else None
-        diff, mut = e.data.get("difficulty", {}), e.data.get("mutation") or {}
-        append_rows(path, [{"lineage": e.lineage, "generation": e.generation, "direction": e.direction,
-                            "task": e.task, "steps": len(e.data.get("plan", [])), "d_t": diff.get("total"),
-                            **{p: diff.get(p) for p in PARTS}, "mutation_total": mut.get("total"),
+        append_rows(path, [{**env_row(name, study.effort, direction, e, flat(measured[e.content_hash]),
+                                      seed=study.seed),
                             "verified": (e.data.get("verdict") or {}).get("passed", True), "reverified": reverified}])
     return path
