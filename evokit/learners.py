@@ -411,17 +411,22 @@ def collect_groups(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, g
 
 
 def evaluate(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, n: int = 8, seed: int = 0,
-             greedy: bool = False, workers: int = 2) -> float:
+             greedy: bool = False, workers: int = 2, attempts: int = 1, judge: Judge | None = None,
+             groups_at_once: int = 1) -> float:
     """Pass rate: mean over tasks of the mean reward of ``n`` rollouts (masked ones left out)."""
-    return float(np.mean(list(evaluate_per_task(policy, tasks, n=n, seed=seed, greedy=greedy,
-                                                workers=workers).values())))
+    return float(np.mean(list(evaluate_per_task(policy, tasks, n=n, seed=seed, greedy=greedy, workers=workers,
+                                                attempts=attempts, judge=judge,
+                                                groups_at_once=groups_at_once).values())))
 
 
 def evaluate_per_task(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, n: int = 8, seed: int = 0,
-                      greedy: bool = False, workers: int = 2) -> dict[str, float]:
-    """Per-task pass rate over ``n`` sampled (or greedy) rollouts, keyed by task folder name."""
+                      greedy: bool = False, workers: int = 2, attempts: int = 1, judge: Judge | None = None,
+                      groups_at_once: int = 1) -> dict[str, float]:
+    """Per-task pass rate over ``n`` sampled (or greedy) rollouts, keyed by task folder name
+    (``attempts``/``judge``: as in :func:`collect_groups`)."""
     out = {}
-    for group in collect_groups(policy, tasks, group_size=n, workers=workers, seed=seed, greedy=greedy):
+    for group in collect_groups(policy, tasks, group_size=n, workers=workers, seed=seed, greedy=greedy,
+                                attempts=attempts, judge=judge, groups_at_once=groups_at_once):
         g = group_stats(group)
         if not g.n:
             raise RuntimeError(f"{group[0].task}: every rollout was masked: {group[0].error}")
