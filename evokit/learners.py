@@ -510,8 +510,8 @@ def fine_tune_on_solutions(policy: SkillPolicy, tasks: Sequence[str | Path], *, 
     """Supervised fine-tuning on reference solutions (a reference solution is a successful trajectory).
 
     Full-batch Adam on −mean log π(κ_ref | σ, g) over the steps of ``tasks``' reference solutions;
-    returns the losses. EE's step 0 (rejection-sampling fine-tuning) at CPU scale, see
-    :func:`evokit.studies.warm_start.warm_policy`.
+    returns the losses. A stand-in for EE's step 0 (rejection-sampling fine-tuning); EE's training
+    studies now start from a data-pretrained solver instead (:mod:`evokit.studies.warm_start`).
     """
     sid, x, y = solution_targets(policy, tasks)
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
