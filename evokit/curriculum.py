@@ -13,13 +13,15 @@ test can walk every transition.
 
   B = 8, τ = 6/8, strict ``>`` (advancing needs 7 of 8). The prose's "≥ 6 of 8" is
   ``strict=False``. Choices where the paper is silent:
-  1. *Start.* "Start at the earliest generation": generation 0 is the seed itself, which the
-     paper does not train on in its evolution curriculum, so ``start_generation`` defaults to 1
-     (the earliest *evolved* generation); set it to 0 to include seeds.
+  1. *Start.* "Start at the earliest generation": generation 0, the seed itself
+     (``start_generation = 0``, the default; issue 13). EE's seeds are kept because a frontier
+     model passes them at most 4 of 8 times (:func:`evokit.seeds.select_seeds`), so they are
+     the first rung of each lineage; ``start_generation = 1`` starts at the earliest evolved one.
   2. *Several lineages.* Each step serves ``n`` environments: the current environment of
      ``n`` active lineages drawn uniformly, without replacement while possible (if ``n``
      exceeds the number of active lineages, whole shuffled rounds are repeated).
-  3. *Gaps.* A generation with N = 0 (a branch that ended there) ends the lineage.
+  3. *Gaps.* A generation with N = 0 (a branch that ended there) ends the lineage; leading empty
+     generations (a lineage given without its seed, :func:`lineage_envs`) are skipped at the start.
   4. *Stale updates* (asynchronous training): ``el_update(..., at=(g, k))`` ignores a pass
      rate measured on an environment the lineage has already left.
 * **Random order** (the paper's comparison): every call draws uniformly over all environments
@@ -62,7 +64,7 @@ class ELConfig:
 
     tau: float = 6 / 8  # τ: pass-rate threshold for moving on
     strict: bool = True  # advance on p̂ > τ (the formula); False: p̂ ≥ τ (the prose's "≥ 6 of 8")
-    start_generation: int = 1  # 1 = earliest evolved generation; 0 would serve the seeds too
+    start_generation: int = 0  # EE: "start at the earliest generation" (0 = the seed); 1 = earliest evolved
 
     def __post_init__(self):
         if not 0.0 <= self.tau <= 1.0:
@@ -128,13 +130,14 @@ def _has(sizes: Sequence[int], g: int) -> bool:
 
 
 def el_init(sizes: Mapping[str, Sequence[int]], cfg: ELConfig = ELConfig()) -> ELState:
-    """Every lineage at (start_generation, 1); a lineage without that generation starts done."""
+    """Every lineage at (g₀, 1), g₀ its earliest generation ≥ start_generation (a lineage given without
+    its seed starts at generation 1); a lineage with none starts done."""
     cursors = []
     for lineage in sorted(sizes):
         n = tuple(int(x) for x in sizes[lineage])
         if any(x < 0 for x in n):
             raise ValueError(f"lineage {lineage!r}: negative N in sizes {n}")
-        g = cfg.start_generation
+        g = next((g for g in range(cfg.start_generation, len(n)) if n[g] > 0), cfg.start_generation)
         cursors.append(LineageCursor(lineage, g, 1, done=not _has(n, g), sizes=n))
     return ELState(cfg, tuple(cursors))
 

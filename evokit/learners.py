@@ -411,17 +411,22 @@ def collect_groups(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, g
 
 
 def evaluate(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, n: int = 8, seed: int = 0,
-             greedy: bool = False, workers: int = 2) -> float:
+             greedy: bool = False, workers: int = 2, attempts: int = 1, judge: Judge | None = None,
+             groups_at_once: int = 1) -> float:
     """Pass rate: mean over tasks of the mean reward of ``n`` rollouts (masked ones left out)."""
-    return float(np.mean(list(evaluate_per_task(policy, tasks, n=n, seed=seed, greedy=greedy,
-                                                workers=workers).values())))
+    return float(np.mean(list(evaluate_per_task(policy, tasks, n=n, seed=seed, greedy=greedy, workers=workers,
+                                                attempts=attempts, judge=judge,
+                                                groups_at_once=groups_at_once).values())))
 
 
 def evaluate_per_task(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, n: int = 8, seed: int = 0,
-                      greedy: bool = False, workers: int = 2) -> dict[str, float]:
-    """Per-task pass rate over ``n`` sampled (or greedy) rollouts, keyed by task folder name."""
+                      greedy: bool = False, workers: int = 2, attempts: int = 1, judge: Judge | None = None,
+                      groups_at_once: int = 1) -> dict[str, float]:
+    """Per-task pass rate over ``n`` sampled (or greedy) rollouts, keyed by task folder name
+    (``attempts``/``judge``: as in :func:`collect_groups`)."""
     out = {}
-    for group in collect_groups(policy, tasks, group_size=n, workers=workers, seed=seed, greedy=greedy):
+    for group in collect_groups(policy, tasks, group_size=n, workers=workers, seed=seed, greedy=greedy,
+                                attempts=attempts, judge=judge, groups_at_once=groups_at_once):
         g = group_stats(group)
         if not g.n:
             raise RuntimeError(f"{group[0].task}: every rollout was masked: {group[0].error}")
@@ -505,8 +510,8 @@ def fine_tune_on_solutions(policy: SkillPolicy, tasks: Sequence[str | Path], *, 
     """Supervised fine-tuning on reference solutions (a reference solution is a successful trajectory).
 
     Full-batch Adam on −mean log π(κ_ref | σ, g) over the steps of ``tasks``' reference solutions;
-    returns the losses. EE's step 0 (rejection-sampling fine-tuning) at CPU scale, see
-    :func:`evokit.studies.warm_start.warm_policy`.
+    returns the losses. A stand-in for EE's step 0 (rejection-sampling fine-tuning); EE's training
+    studies now start from a data-pretrained solver instead (:mod:`evokit.studies.warm_start`).
     """
     sid, x, y = solution_targets(policy, tasks)
     opt = torch.optim.Adam(policy.parameters(), lr=lr)

@@ -1,13 +1,17 @@
 """Seed tasks: a verified, domain-balanced pool spanning a range of D_T (EE's 500-seed pool, small).
 
 EE starts evolution from 500 seeds balanced over domains. ``make_seeds(n, seed, out)`` writes
-``n`` procedural tasks of 2–5 steps: seed i's first scenario comes from domain ``i mod D`` (so
+``n`` procedural tasks of 2–5 steps (``min_steps``/``max_steps``): seed i's first scenario comes from domain ``i mod D`` (so
 domains are balanced), its length cycles through 2..5, and half of the seeds draw their skills
 from p_T while the other half draw uniformly among compatible skills, which spreads D_T from
 common to rare. Later steps either consume the previous step's output (a dependent step) or
 start from a fresh scenario. Every seed is verified (oracle, null, rubric) before it is
 published into ``out``; a seed that fails is regenerated with the next attempt number, never
 written. ``out/seeds.jsonl`` indexes them.
+
+EE then keeps only hard seeds: :func:`select_seeds` is its difficulty filter (an independent
+solver passes a kept seed ≤ 4/8, and the longest of those are kept), :func:`measure_seeds` the
+measurement it reads (a data-pretrained :mod:`evokit.solvers` member, never the learner).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import os
 import random
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,26 +69,33 @@ def sample_plan(spec: SeedSpec, rng: random.Random, render_seed: int) -> Plan:
     return Plan(tuple(steps))
 
 
-def seed_specs(n: int, seed: int, min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS) -> list[SeedSpec]:
+#: The seed namespace of EE's seed pools: every random choice of a seed is keyed by it, so another
+#: namespace (:mod:`evokit.benchmark`'s) draws tasks independent of every seed pool, whatever the seeds.
+NAMESPACE = "evokit-seed"
+
+
+def seed_specs(n: int, seed: int, min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS, *,
+               namespace: str = NAMESPACE) -> list[SeedSpec]:
     """Seed i: domain ``i mod D`` (shuffled order), length cycling ``min_steps..max_steps``, rare on odd i."""
     load_catalog()
     if not 1 <= min_steps <= max_steps:
         raise ValueError(f"need 1 <= min_steps <= max_steps, got {min_steps}, {max_steps}")
     domains = sorted({s.domain for s in SCENARIOS.values()})
-    rng = random.Random(f"evokit-seeds:{seed}")
+    rng = random.Random(f"{namespace}s:{seed}")  # "evokit-seeds:<seed>" for EE's pools
     order = domains[:]
     rng.shuffle(order)
     return [SeedSpec(i, order[i % len(order)], min_steps + (i // len(order)) % (max_steps - min_steps + 1),
                      rare=bool(i % 2)) for i in range(n)]
 
 
-def make_one(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, max_attempts: int = 8) -> dict:
-    """Generate, verify and publish seed ``spec.index``; returns its index row."""
+def make_one(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, max_attempts: int = 8, *,
+             namespace: str = NAMESPACE, prefix: str = "seed") -> dict:
+    """Generate, verify and publish seed ``spec.index`` as ``out/<prefix>-NNNN``; returns its index row."""
     ref = catalog_reference()
-    dest = out / f"seed-{spec.index:04d}"
+    dest = out / f"{prefix}-{spec.index:04d}"
     reasons = []
     for attempt in range(max_attempts):
-        rng = random.Random(f"evokit-seed:{seed}:{spec.index}:{attempt}")
+        rng = random.Random(f"{namespace}:{seed}:{spec.index}:{attempt}")
         render_seed = rng.randrange(2**31)
         try:
             plan = sample_plan(spec, rng, render_seed)
@@ -105,8 +117,9 @@ def make_one(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, max_att
     raise RuntimeError(f"seed {spec.index}: no verified task after {max_attempts} attempts: {reasons[-3:]}")
 
 
-def _make_and_index(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig) -> dict:
-    row = make_one(spec, seed, out, config)
+def _make_and_index(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, namespace: str = NAMESPACE,
+                    prefix: str = "seed") -> dict:
+    row = make_one(spec, seed, out, config, namespace=namespace, prefix=prefix)
     with open(out / "seeds.jsonl", "a") as f:  # the job logs its own seed: a crash loses nothing
         f.write(json.dumps(row, sort_keys=True) + "\n")
         f.flush()
@@ -121,11 +134,13 @@ def seed_dirs(out: str | Path) -> list[Path]:
 
 def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: VerifyConfig = VerifyConfig(),
                progress: bool = True, executor=None, min_steps: int = MIN_STEPS,
-               max_steps: int = MAX_STEPS) -> list[dict]:
+               max_steps: int = MAX_STEPS, namespace: str = NAMESPACE, prefix: str = "seed") -> list[dict]:
     """Write ``n`` verified seeds into ``out`` (existing ones are kept and reused: resumable).
 
     Seeds are made ``workers`` at a time, or through ``executor`` (an :mod:`evokit.parallel`
-    executor, e.g. Ray; on a cluster ``out`` must be on a disk every node sees).
+    executor, e.g. Ray; on a cluster ``out`` must be on a disk every node sees). ``namespace``
+    keys every random choice (:data:`NAMESPACE` for EE's seed pools) and ``prefix`` names the
+    folders (``<prefix>-NNNN``); :mod:`evokit.benchmark` uses its own of both.
     """
     from evokit.parallel import LocalExecutor
 
@@ -138,10 +153,12 @@ def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: 
             row = json.loads(line)
             if (out / row["name"]).is_dir():
                 done[row["name"]] = row
-    todo = [s for s in seed_specs(n, seed, min_steps, max_steps) if f"seed-{s.index:04d}" not in done]
+    todo = [s for s in seed_specs(n, seed, min_steps, max_steps, namespace=namespace)
+            if f"{prefix}-{s.index:04d}" not in done]
     executor = executor or LocalExecutor(workers)
     with tqdm(total=n, initial=n - len(todo), desc="seeds", unit="task", disable=not progress) as bar:
-        rows = executor.map(functools.partial(_make_and_index, seed=seed, out=out, config=config), todo,
+        rows = executor.map(functools.partial(_make_and_index, seed=seed, out=out, config=config,
+                                              namespace=namespace, prefix=prefix), todo,
                             progress=bar)
     done.update((row["name"], row) for row in rows)
     rows = [done[k] for k in sorted(done)]
@@ -150,3 +167,60 @@ def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: 
     tmp.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
     os.replace(tmp, index_path)
     return rows
+
+
+# ------------------------------------------------------------------------------ EE's seed filter
+MAX_SEED_PASS = 4 / 8  # EE: a frontier model passes a kept seed at most 4 of 8 times
+SEED_ROLLOUTS = 8  # EE: pass rates over 8 rollouts
+
+
+def select_seeds(measured: Sequence[dict], n: int, max_pass: float = MAX_SEED_PASS) -> list[dict]:
+    """EE's difficulty filter: of the seeds an independent solver passes ≤ ``max_pass``, the ``n`` longest.
+
+    ``measured`` rows carry ``name``, ``pass_rate`` and ``turns`` (the solver's mean turns per
+    trajectory) and ``length`` (plan steps). EE keeps seeds a frontier model passes ≤ 4/8 *and*
+    that need ≥ 30 turns on average; turns are on another scale here, so "long" is relative:
+    the kept seeds are ranked by mean turns, then plan length, then name, and the first ``n``
+    kept. The paper sets no lower bound, nor does this filter: a seed the filter's solver never
+    passes stays (another learner may). Raises ValueError if fewer than ``n`` pass the filter.
+
+    >>> rows = [{"name": "a", "pass_rate": .25, "turns": 3.0, "length": 2},
+    ...         {"name": "b", "pass_rate": .875, "turns": 9.0, "length": 4},
+    ...         {"name": "c", "pass_rate": .5, "turns": 5.0, "length": 3}]
+    >>> [r["name"] for r in select_seeds(rows, 2)]
+    ['c', 'a']
+    """
+    kept = [r for r in measured if r["pass_rate"] <= max_pass]
+    if len(kept) < n:
+        raise ValueError(f"only {len(kept)} of {len(measured)} candidate seeds have a pass rate ≤ {max_pass} "
+                         f"under the filter's solver; {n} are needed: make more candidates")
+    return sorted(kept, key=lambda r: (-r["turns"], -r["length"], r["name"]))[:n]
+
+
+def measure_seeds(rows: Sequence[dict], out: Path, solver, *, seed: int, attempts: int, cache: Path,
+                  rollouts: int = SEED_ROLLOUTS, workers: int = 2, groups_at_once: int = 1) -> list[dict]:
+    """``rows`` (from :func:`make_seeds`) with the pass rate and mean turns of ``solver`` (a
+    :class:`evokit.solvers.Solver`, acting with ``attempts`` and its judge) over ``rollouts`` rollouts.
+
+    Measured once per seed and kept in ``cache`` (JSONL by content hash; a cached row is what
+    measuring again would give: the rollouts are seeded by ``seed`` and the seed's index).
+    """
+    from evokit.grpo import group_stats
+    from evokit.learners import collect_groups
+
+    known = {}
+    if cache.exists():
+        known = {r["content_hash"]: r for r in map(json.loads, cache.read_text().splitlines())}
+    todo = [r for r in rows if r["content_hash"] not in known]
+    groups = collect_groups(solver.policy, [out / r["name"] for r in todo], group_size=rollouts, workers=workers,
+                            seeds=[seed * 100_003 + int(r["name"].rsplit("-", 1)[1]) for r in todo],
+                            attempts=attempts, judge=solver.judge, groups_at_once=groups_at_once)
+    with open(cache, "a") as f:
+        for r, g in zip(todo, groups, strict=True):
+            st = group_stats(g)
+            if not st.n:
+                raise RuntimeError(f"seed {r['name']}: every rollout of the filter's solver was masked: {g[0].error}")
+            known[r["content_hash"]] = m = {"content_hash": r["content_hash"], "pass_rate": st.mean_reward,
+                                            "turns": sum(x.n_turns for x in g) / len(g), "solver": solver.config.name}
+            f.write(json.dumps(m, sort_keys=True) + "\n")
+    return [{**r, **known[r["content_hash"]]} for r in rows]

@@ -34,6 +34,7 @@ from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.difficulty import catalog_reference, score_many
 from evokit.learners import (
+    Judge,
     PolicyConfig,
     SkillPolicy,
     collect_groups,
@@ -69,6 +70,7 @@ class TrainConfig:
     eval_every: int = 10  # steps between held-out evaluations (0: never)
     eval_rollouts: int = 8  # rollouts per held-out task
     rollout_seeds: str = "run"  # how step t's groups are seeded (evokit.seeding.GROUP_SEEDS)
+    attempts: int = 1  # techniques tried per step, reading results (LearnerPolicy; 1: one command per step)
 
     def run(self, out: Path | None = None) -> Run:
         """What the task source is told of this run (group size B, seed, output folder)."""
@@ -135,12 +137,16 @@ def _difficulties(policy: SkillPolicy, refs) -> tuple[float, list[float]]:
 
 # ------------------------------------------------------------------------------- the loop
 def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: TrainConfig = TrainConfig(),
-          init_policy: SkillPolicy | None = None, *, eval_tasks: Sequence[Path] = (), progress: bool = True) -> Path:
+          init_policy: SkillPolicy | None = None, *, eval_tasks: Sequence[Path] = (), progress: bool = True,
+          judge: Judge | None = None) -> Path:
     """GRPO of the CPU learner on the tasks ``source`` serves; rows and checkpoint in ``out`` (module docstring).
 
     ``policy`` configures the learner (its seed is the run's); ``init_policy`` starts the run from
-    given weights (EE's warm start), which are also the KL reference. Resuming with another
-    ``config`` (``steps`` aside), ``policy``, ``source`` or ``init_policy`` raises :class:`ResumeError`.
+    given weights (EE's warm start), which are also the KL reference. With ``config.attempts > 1``
+    the learner reads its results and retries, ``judge`` deciding (a solver's
+    :class:`~evokit.solvers.ShapeJudge`; default :func:`~evokit.learners.exit_status_judge`), in
+    training and held-out evaluation alike. Resuming with another ``config`` (``steps`` aside),
+    ``policy``, ``source`` or ``init_policy`` raises :class:`ResumeError`.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -170,7 +176,7 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
         d_theta, d_t = _difficulties(model, refs)
         groups = collect_groups(model, [r.path for r in refs], group_size=cfg.group_size, workers=cfg.workers,
                                 seeds=group_seeds(cfg.rollout_seeds, cfg.seed, step, len(refs)),
-                                groups_at_once=cfg.groups_at_once)
+                                groups_at_once=cfg.groups_at_once, attempts=cfg.attempts, judge=judge)
         metrics = grpo_update(model, opt, groups, beta_kl=cfg.beta_kl, clip=cfg.clip, ref_policy=ref)
         results = group_results(refs, [[r.to_row() for r in g] for g in groups])
         state = source.update(state, results)
@@ -182,7 +188,8 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
             "mean_d_t": float(np.mean(d_t)), "mean_d_theta": d_theta, "scheduler": source.summary(state)}])
         if cfg.eval_every and eval_tasks and (step + 1) % cfg.eval_every == 0:
             append_rows(out / "evals.jsonl", [{"step": step, "pass_rate": evaluate(
-                model, list(eval_tasks), n=cfg.eval_rollouts, seed=cfg.seed + 7, workers=cfg.workers)}])
+                model, list(eval_tasks), n=cfg.eval_rollouts, seed=cfg.seed + 7, workers=cfg.workers,
+                attempts=cfg.attempts, judge=judge, groups_at_once=cfg.groups_at_once)}])
         _save(out, policy=model.state_dict(), optimizer=opt.state_dict(), source=state, step=step + 1,
               identity=identity)
     return out

@@ -39,7 +39,7 @@ from evokit.grpo import GroupStats
 from evokit.sources import GroupResult, Run, make_source
 
 SIZES = [1, 2, 3]  # N_{i,g}: the seed (g = 0), two environments in g = 1, three in g = 2
-STRICT, LOOSE = ELConfig(), ELConfig(strict=False)
+STRICT, LOOSE = ELConfig(start_generation=1), ELConfig(strict=False, start_generation=1)  # from the first evolved generation
 
 
 def at(sizes, g, k, cfg=STRICT, lineage="L"):
@@ -76,14 +76,15 @@ def test_el_transition(name, sizes, cfg, start, p_hat, expected):
 
 
 @pytest.mark.parametrize(("cfg", "sizes", "expected"), [
-    (STRICT, SIZES, (1, 1, False)),  # default: the earliest evolved generation
-    (ELConfig(start_generation=0), SIZES, (0, 1, False)),  # seeds included
+    (ELConfig(), SIZES, (0, 1, False)),  # default: the earliest generation, the seed (EE)
+    (STRICT, SIZES, (1, 1, False)),  # start_generation=1: the earliest evolved generation
     (ELConfig(start_generation=2), SIZES, (2, 1, False)),
     (STRICT, [1], (1, 1, True)),  # a lineage with no evolved generation is done at once
-    (STRICT, [1, 0, 4], (1, 1, True)),
+    (STRICT, [1, 0, 4], (2, 1, False)),  # the earliest generation ≥ start that exists
+    (ELConfig(), [0, 2, 1], (1, 1, False)),  # a lineage given without its seed starts at generation 1
 ])
 def test_el_starting_generation(cfg, sizes, expected):
-    """el_init puts every lineage at (start_generation, 1), or done if that generation is empty."""
+    """el_init puts every lineage at its earliest generation ≥ start_generation, or done if it has none."""
     c = el_init({"L": sizes}, cfg).cursor("L")
     assert (c.generation, c.k, c.done) == expected
 
@@ -96,7 +97,7 @@ def test_successes_needed_to_advance():
 
 def test_always_passing_walks_every_environment_in_order():
     """p̂ = 1 each time visits (1,1), (1,2), (2,1), (2,2), (2,3) and then ends."""
-    s, seen = el_init({"L": SIZES}), []
+    s, seen = el_init({"L": SIZES}, STRICT), []
     while not el_done(s):
         (env,) = el_current(s)
         seen.append(env[1:])
@@ -106,7 +107,7 @@ def test_always_passing_walks_every_environment_in_order():
 
 def test_several_lineages_move_independently():
     """An update moves only its own lineage; done lineages drop out of el_current."""
-    s = el_init({"a": [1, 1], "b": [1, 2], "c": [1, 1, 1]})
+    s = el_init({"a": [1, 1], "b": [1, 2], "c": [1, 1, 1]}, STRICT)
     assert el_current(s) == [("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
     s = el_update(s, "b", 1.0)
     s = el_update(s, "a", 1.0)  # a's only evolved environment passed: a is done
@@ -118,7 +119,7 @@ def test_several_lineages_move_independently():
 
 def test_el_sample_is_uniform_over_active_lineages_without_replacement():
     """n ≤ active: distinct lineages; n > active: whole rounds; done lineages are never served."""
-    s = el_init({"a": [1, 1], "b": [1, 1], "c": [1, 1], "d": [1, 1]})
+    s = el_init({"a": [1, 1], "b": [1, 1], "c": [1, 1], "d": [1, 1]}, STRICT)
     s = el_update(s, "d", 1.0)  # d done
     rng = np.random.default_rng(0)
     s, picks = el_sample(s, rng, 3)
@@ -137,7 +138,7 @@ def test_el_sample_is_uniform_over_active_lineages_without_replacement():
 
 def test_stale_and_invalid_updates():
     """at=(g, k) of an environment already left is ignored; done lineages and bad p̂ are refused."""
-    s = el_update(el_init({"L": SIZES}), "L", 1.0)  # now at (1, 2)
+    s = el_update(el_init({"L": SIZES}, STRICT), "L", 1.0)  # now at (1, 2)
     assert el_update(s, "L", 1.0, at=(1, 1)) is s
     assert el_update(s, "L", 1.0, at=(1, 2)).cursor("L").env == ("L", 2, 1)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
@@ -223,12 +224,10 @@ def test_one_interface_for_all_three(name, kind, tmp_path):
         state, refs = src.sample(state, rng, 2)
         for ref in refs:
             served.add(ref.key)
-            assert ref.key[1] >= 1  # seeds (generation 0) are not served by default
             assert ref.path == tmp_path / "-".join(map(str, ref.key))
         state = src.update(state, [result(ref, 1.0) for ref in refs])
         assert isinstance(src.summary(state), dict)
-    evolved = {(r.lineage, r.generation, r.k) for r in ROWS if r.generation >= 1}
-    assert served == evolved
+    assert served == {(r.lineage, r.generation, r.k) for r in ROWS}  # seeds (generation 0) included: EE's start
     assert src.done(state) == (name != "random")
 
 

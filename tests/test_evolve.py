@@ -242,3 +242,44 @@ def test_fixed_seed_gives_the_pinned_store(seed_dirs, tmp_path, name):
     store = evolve(seed_dirs[:n], tmp_path / name, cfg, progress=False)
     got = sorted((e.lineage, e.generation, e.content_hash) for e in store.envs() if e.generation)
     assert got == sorted(expected)
+
+
+def test_n_environments_per_generation_and_el_walks_them(seed_dirs, tmp_path):
+    """per_generation = 2: each generation holds E_{i,g,1} and E_{i,g,2}, siblings of the parent E_{i,g-1,1},
+    distinct from each other and from the lineage; EL (fed p̂ = 1) walks them in order, so its k < N branch runs;
+    a second call resumes to the same store."""
+    import numpy as np
+
+    from evokit.curriculum import store_envs
+    from evokit.grpo import GroupStats
+    from evokit.sources import GroupResult, Run, make_source
+
+    cfg = EvolveConfig(generations=2, per_generation=2)
+    store = evolve(seed_dirs[:1], tmp_path / "store", cfg, progress=False)
+    envs = store.envs()
+    ids = sorted((e.generation, e.k) for e in envs)
+    assert ids == [(0, 1), (1, 1), (1, 2), (2, 1), (2, 2)], ids
+    first = {e.generation: e for e in envs if e.k == 1}
+    for e in envs:
+        if e.generation:
+            assert e.parent == first[e.generation - 1].content_hash
+    assert len({e.content_hash for e in envs}) == len(envs)
+    index = (tmp_path / "store" / "index.jsonl").read_text()
+    assert sorted((e.generation, e.k) for e in evolve(seed_dirs[:1], tmp_path / "store", cfg,
+                                                      progress=False).envs()) == ids
+    assert (tmp_path / "store" / "index.jsonl").read_text() == index
+
+    src = make_source("el", envs=store_envs(store))
+    state, walked = src.init(Run(8)), []
+    while not src.done(state):
+        state, refs = src.sample(state, np.random.default_rng(0), 1)
+        walked.append(refs[0].key[1:])
+        state = src.update(state, [GroupResult(refs[0], GroupStats((1.0,) * 8, 0))])
+    assert walked == ids  # starts at the seed (generation 0), then (1, 1) → (1, 2) within generation 1
+
+
+def test_per_generation_is_validated():
+    with pytest.raises(ValueError, match="per_generation"):
+        EvolveConfig(per_generation=0)
+    assert "per_generation" not in EvolveConfig().key()  # stores made before the field resume unchanged
+    assert EvolveConfig(per_generation=2).key()["per_generation"] == 2

@@ -79,41 +79,60 @@ def test_genenv_vs_random(tmp_path, monkeypatch):
     assert s["unsolved_pct_fewer"] > 0
 
 
-def test_ee_el_scheduler(tmp_path, monkeypatch):
-    """EE: over the first 50 GRPO steps EL keeps a larger share of groups partially solved than random order.
+def _curricula_dir(tmp_path_factory) -> str:
+    """One curricula study for ee_el_scheduler and ee_trajectory_growth (same config, so the second reuses the
+    first's rows; either alone computes them)."""
+    return str(tmp_path_factory.getbasetemp() / "ee_curricula")
 
-    The paper's other half ("EL's reward rises steadily") is recorded, not asserted: at smoke scale most
-    lineages stall after ~20 steps on evolved environments the learner never solves (see the notebook).
+
+def _interval_ok(iv: dict, runs: int = 5) -> bool:
+    return iv["n"] >= runs and iv["lo"] <= iv["estimate"] <= iv["hi"]
+
+
+def test_ee_el_scheduler(tmp_path, monkeypatch, tmp_path_factory):
+    """Claim 4 over 5 runs: EL's partially solved share minus random order's (paired, first 50 steps or the
+    whole smoke run), and both reward slopes, each with a bootstrap interval; the verdict is the interval's.
+
+    Measured (smoke: 5 runs × 16 steps, seed 0): share EL − random +0.156 [+0.019, +0.300] (reproduced); reward
+    slope per step EL −0.0127 [−0.0299, −0.0010] (the paper's "EL rises" reversed: EL moves to harder children as
+    soon as 7 of 8 pass), random +0.0007 [−0.0026, +0.0047] (the paper's "random dips": not shown, a tie).
     """
-    s = run_notebook("ee_el_scheduler", tmp_path, monkeypatch)
-    for c in ("el", "random"):
-        assert 0 <= s[f"partially_solved_share_{c}"] <= 1
-        assert s["curricula"][c]["steps"] == 50 == s["first_steps"]
-    assert s["partially_solved_share_el"] > s["partially_solved_share_random"], s["curricula"]
+    s = run_notebook("ee_el_scheduler", tmp_path, monkeypatch, study_dir=_curricula_dir(tmp_path_factory))
+    c4 = s["claim4"]
+    assert len(s["runs"]) >= 5
+    assert all(_interval_ok(c4[k]) for k in ("share_difference", "reward_slope_el", "reward_slope_random"))
+    assert s["reproduced"]["share"] == "yes" and c4["share_difference"]["lo"] > 0
+    assert s["reproduced"]["el_reward_rises"] == "no" and c4["reward_slope_el"]["hi"] < 0
+    assert s["reproduced"]["random_reward_dips"] == "tie"
+    assert c4["reward_slope_random"]["lo"] <= 0 <= c4["reward_slope_random"]["hi"]
+    assert s["el_within_generation_advances"] >= 1  # N_{i,g} = 2: EL's k < N branch ran in the study
 
 
-def test_ee_trajectory_growth(tmp_path, monkeypatch):
-    """EE: under EL, turns per trajectory grow as later generations unlock.
+def test_ee_trajectory_growth(tmp_path, monkeypatch, tmp_path_factory):
+    """Claim 5 over 5 runs: the slope of turns per trajectory under EL, with its bootstrap interval.
 
-    ``commands_per_turn`` is recorded, not asserted: the CPU learner runs one command per turn by
-    construction, so asserting it tested nothing (issue 13)."""
-    s = run_notebook("ee_trajectory_growth", tmp_path, monkeypatch)
-    assert s["generation_last_el"] > 1.0  # EL left the first generation
-    assert s["turns_last_el"] > s["turns_first_el"], s["curricula"]
+    Measured (smoke: 5 runs × 16 steps, seed 0): +0.112 turns per step [+0.027, +0.227] under EL (reproduced),
+    served generation +0.025 per step [+0.013, +0.036]; the control, random order, +0.081 [−0.004, +0.158] (a tie).
+    """
+    s = run_notebook("ee_trajectory_growth", tmp_path, monkeypatch, study_dir=_curricula_dir(tmp_path_factory))
+    t = s["claim5"]["turns_slope_el"]
+    assert len(s["runs"]) >= 5 and _interval_ok(t) and _interval_ok(s["generation_slope_el"])
+    assert s["reproduced"] == "yes" and t["lo"] > 0
 
 
 def test_ee_methods(tmp_path, monkeypatch):
-    """EE §5.1 at smoke scale: each method trains on its own environments and is evaluated on held-out ones.
+    """Claim 6 over 5 runs: peak (after step 0) and final pass rates of each method on the independent benchmark,
+    with bootstrap intervals; overlapping intervals are a tie. Equal budgets: each method trained on as many
+    environments as evolution's store holds, in every run.
 
-    The paper's ordering (evolution > co-evolution > ensemble) is recorded in the summary, not asserted:
-    with 20 steps and a handful of held-out tasks its differences are within noise. (No "peak ≥ initial":
-    step 0 is in every curve, so it could not fail.)
+    RESULT_CLAIM6
     """
     s = run_notebook("ee_methods", tmp_path, monkeypatch)
-    assert set(s["peak"]) == {"evolution", "co-evolution", "ensemble"}
-    assert all(0 <= v <= 1 for v in s["peak"].values())
+    assert set(s["peak"]) == set(s["final"]) == {"evolution", "co-evolution", "ensemble"}
+    assert all(_interval_ok(s[w][m]) for w in ("peak", "final") for m in s[w])
     env = s["environments"]
-    assert env["co-evolution"] == env["evolution"] == env["ensemble"]  # the same budget of environments
+    assert env["co-evolution"] == env["evolution"] == env["ensemble"]  # the same budget, run by run
+    print(json.dumps({k: s[k] for k in ("peak", "final", "reproduced", "initial")}, indent=1))
 
 
 def test_genenv_data_efficiency(tmp_path, monkeypatch):

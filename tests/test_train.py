@@ -102,8 +102,9 @@ def test_warm_start_is_the_initial_policy_and_the_kl_reference(store, tmp_path):
     with torch.no_grad():
         warm.skill_bias += 0.5  # weights the fresh learner of seed 0 does not have
     cfg = dataclasses.replace(TINY, steps=1, tasks_per_step=4, beta_kl=0.1)
-    out = train(make_source("random", envs=store_envs(store)), PolicyConfig(), tmp_path / "warm", cfg,
-                init_policy=warm, progress=False)
+    evolved = ELConfig(start_generation=1)  # the evolved environments this test's fixed seeds were checked on
+    out = train(make_source("random", envs=store_envs(store), config=evolved), PolicyConfig(), tmp_path / "warm",
+                cfg, init_policy=warm, progress=False)
     row = read_rows(out / "steps.jsonl")[0]
     assert row["n_steps"] > 0  # a live group: the update ran (fixed seeds, so this does not flake)
     # the first update's KL is taken before the policy moves: 0 against the warm weights it started from

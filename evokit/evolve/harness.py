@@ -9,8 +9,16 @@ For each lineage and generation g (papers.md, "the evolution harness"):
 3. **environment refinement**: the modifier turns the accepted plan into a new task folder; the
    three verifiers run (oracle, null, rubric); failures go back to the modifier until the
    ``repair_budget`` is spent;
-4. the first direction that yields a verified environment is the generation's offspring; if all
-   three fail, the lineage branch ends.
+4. the first direction that yields a verified environment is the generation's offspring E_{i,g,k};
+   if all three fail, the lineage branch ends (for k = 1) or generation g keeps the k − 1 it has.
+
+**N_{i,g} environments per generation** (``EvolveConfig.per_generation``; EE's E_{i,g,k}, k = 1..N,
+which EL walks before moving to g + 1). The N siblings of generation g are all edits of the
+same parent, E_{i,g−1,1} (the seed for g = 1), each with its own seeded choices (sibling k's
+direction order and edits are keyed by k as well) and never a plan already in the lineage; the
+next generation grows from E_{i,g,1}. The paper does not say which environment of a generation
+the next one grows from; the first is our choice. ``per_generation = 1`` is one chain, with
+the same records as before the field existed.
 
 Every random choice is keyed by (seed, lineage, generation), so a run resumed after a crash
 makes the same choices as an uninterrupted one (see :mod:`evokit.lineage`). LLM roles get a seed
@@ -61,8 +69,11 @@ class EvolveConfig:
     #: The D_T gate of the procedural proposer and reviewer (an edit must raise D_T and its
     #: direction's part). Off where a figure reports D_T, so that its rise is measured (issue 13).
     difficulty_gate: bool = True
+    per_generation: int = 1  # N_{i,g}: environments per generation (EE's E_{i,g,k}); module docstring
 
     def __post_init__(self):
+        if not (isinstance(self.per_generation, int) and self.per_generation >= 1):
+            raise ValueError(f"per_generation (N_{{i,g}}) must be an integer ≥ 1, not {self.per_generation!r}")
         if self.effort not in EFFORTS:
             raise ValueError(f"effort must be one of {EFFORTS}, not {self.effort!r}")
         if self.direction is not None and self.direction not in DIRECTIONS:
@@ -73,6 +84,8 @@ class EvolveConfig:
         d = asdict(self)
         if self.difficulty_gate:  # stores made before the gate was a parameter resume unchanged
             del d["difficulty_gate"]
+        if self.per_generation == 1:  # stores made before the field existed resume unchanged
+            del d["per_generation"]
         d["verify"] = {k: v for k, v in d["verify"].items() if k in ("oracle_threshold", "null_max_reward",
                                                                      "reward_key", "determinism_runs")}
         return d
@@ -153,6 +166,11 @@ def _rng(cfg: EvolveConfig, lineage: str, g: int, *parts) -> random.Random:
     return random.Random(":".join(map(str, ("evokit-evolve", cfg.seed, lineage, g, *parts))))
 
 
+def _sibling(k: int) -> tuple:
+    """The extra key part of sibling k's choices: none for k = 1 (one chain keeps its old choices)."""
+    return () if k == 1 else (f"k{k}",)
+
+
 def role_seed(llm_seed: int, role: str, n: int) -> int:
     """The seed of round (or repair attempt) ``n`` of ``role`` ("propose", "review", "modify")."""
     return call_seed(llm_seed, role, n)
@@ -185,19 +203,22 @@ def verdict_summary(v: Verdict) -> dict:
 
 
 def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, lineage: str,
-                      parent: EnvRecord, seen: set[str]) -> EnvRecord | None:
-    """Try directions in a seeded order until one yields a verified child; record everything."""
+                      parent: EnvRecord, seen: set[str], k: int = 1) -> EnvRecord | None:
+    """Try directions in a seeded order until one yields a verified child E_{i,g,k}; record everything."""
     g = parent.generation + 1
+    sib = _sibling(k)
     parent_dir = store.path(parent)
     plan, seed = _plan_and_seed(parent_dir)
     directions = [cfg.direction] if cfg.direction else list(DIRECTIONS)
     if not cfg.direction:
-        _rng(cfg, lineage, g, "order").shuffle(directions)
+        _rng(cfg, lineage, g, "order", *sib).shuffle(directions)
     for direction in directions:
         t0 = time.monotonic()
-        rng = _rng(cfg, lineage, g, direction)
-        llm_seed = call_seed(cfg.seed, lineage, g, direction)
+        rng = _rng(cfg, lineage, g, direction, *sib)
+        llm_seed = call_seed(cfg.seed, lineage, g, direction, *sib)
         seeded = {"llm_seed": llm_seed} if backend.seeded else {}
+        if k > 1:
+            seeded["k"] = k  # reject records of sibling k are its own (the store keys records by k)
         feedback: list[str] = []
         tried: set[str] = set(seen)
         edit = None
@@ -224,17 +245,25 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
                           "stage": "plan", "reasons": feedback[-6:], **seeded})
             continue
         child = _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0,
-                                  llm_seed)
+                                  llm_seed, k, seen)
         if child is not None:
             return child
+    if k > 1:  # generation g keeps the k − 1 siblings it has; the lineage goes on from E_{i,g,1}
+        store.append({"kind": "reject", "lineage": lineage, "generation": g, "k": k, "stage": "sibling",
+                      "reasons": ["every direction failed for this sibling; the generation keeps "
+                                  f"{k - 1} environment(s)"]})
+        return None
     store.append({"kind": "end", "lineage": lineage, "generation": g,
                   "reason": "every direction failed (see the reject records)"})
     return None
 
 
-def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0, llm_seed):
+def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0, llm_seed, k=1,
+                      seen=frozenset()):
     feedback: list[str] = []
     seeded = {"llm_seed": llm_seed} if backend.seeded else {}
+    if k > 1:
+        seeded["k"] = k
     with tempfile.TemporaryDirectory(dir=store.root, prefix=".work-") as work:
         for attempt in range(cfg.repair_budget + 1):
             dest = Path(work) / f"attempt-{attempt}"
@@ -247,14 +276,20 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
             except (ValueError, OSError) as e:  # a modifier reply that never validated, a bad file
                 feedback = [f"modifier: {e}"]
                 continue
+            new_plan, _ = _plan_and_seed(folder)
+            if new_plan.to_json() in seen:
+                # The proposal's plan leaves parameters to the renderer; with them filled in it can be
+                # an environment the lineage already has (a sibling's): not novel, not an offspring.
+                feedback = ["novel: the rendered plan is already in the lineage"]
+                shutil.rmtree(dest, ignore_errors=True)
+                break
             verdict = verify_task(folder, cfg.verify)
             if verdict.passed:
-                new_plan, _ = _plan_and_seed(folder)
                 mut = mutation(parent_dir, folder)
                 # Free-text ("other:") steps of LLM plans have no p_T: D_T is left out for them.
                 diff = plan_difficulty(new_plan, backend_ref(backend))
                 name, h = store.add_task(folder)
-                rec = EnvRecord(lineage, g, 1, name, h, parent.content_hash, edit.direction, edit.effort, {
+                rec = EnvRecord(lineage, g, k, name, h, parent.content_hash, edit.direction, edit.effort, {
                     "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,
                     "mutation": mut, "verdict": verdict_summary(verdict), "attempts": attempt + 1,
                     "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage(), **seeded})
@@ -321,17 +356,36 @@ def evolve_lineage(store: LineageStore, backend: Backend, cfg: EvolveConfig, lin
                       "reason": f"plan extraction failed: {e}"})
         return []
     envs = store.lineage(lineage)
-    for _ in envs[1:]:
-        on_generation()
     if lineage in store.ended():
+        for _ in {e.generation for e in envs[1:]}:
+            on_generation()
         return envs
-    seen = {Plan.from_records(e.data["plan"]).to_json() for e in envs}
-    current = envs[-1]
-    while current.generation < cfg.generations:
-        child = evolve_generation(store, backend, cfg, lineage, current, seen)
+    for _ in range(1, envs[-1].generation):  # generations finished before this run (the last may be partial)
         on_generation()
+    seen = {Plan.from_records(e.data["plan"]).to_json() for e in envs}
+    full = {r["generation"] for r in store.records()  # generations whose next sibling failed
+            if r["kind"] == "reject" and r.get("stage") == "sibling" and r["lineage"] == lineage}
+    last = envs[-1].generation
+    while True:
+        siblings = [e for e in envs if e.generation == last]
+        if last >= 1 and len(siblings) < cfg.per_generation and last not in full:  # finish generation `last`
+            parent = next(e for e in envs if e.generation == last - 1 and e.k == 1)
+            child = evolve_generation(store, backend, cfg, lineage, parent, seen, k=len(siblings) + 1)
+            if child is None:
+                full.add(last)
+            else:
+                seen.add(Plan.from_records(child.data["plan"]).to_json())
+                envs.append(child)
+            continue
+        if last >= 1:
+            on_generation()
+        if last >= cfg.generations:
+            break
+        child = evolve_generation(store, backend, cfg, lineage, siblings[0], seen)  # E_{i,last+1,1}
         if child is None:
+            on_generation()
             break
         seen.add(Plan.from_records(child.data["plan"]).to_json())
-        current = child
+        envs.append(child)
+        last = child.generation
     return store.lineage(lineage)

@@ -1,12 +1,21 @@
-"""EE's curricula study: EL vs random order (vs D_T order) on the same evolved store, from the same warm policy.
+"""EE's curricula study: EL vs random order on the same evolved store, from the same pretrained learner, over runs.
 
-Rows per curriculum: ``train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl``
-(:func:`evokit.train.train`); notebooks ``ee_el_scheduler`` and ``ee_trajectory_growth``.
+Rows per run and curriculum: ``run-<s>/train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl``
+(:func:`evokit.train.train`); notebooks ``ee_el_scheduler`` (claim 4) and ``ee_trajectory_growth``
+(claim 5) read the same study. The shared start (learner, seed filter, N_{i,g}, runs) and its
+departures from EE are in :mod:`evokit.studies.warm_start`. Here:
 
-**One command per turn** (departure from EE). The learner issues one shell command per plan step
-and never reads outputs, so turns per trajectory equal the length of the plan it is served and
-"commands per turn" is 1 by construction; EE's tokens per turn has no counterpart. What can grow is
-turns per trajectory, as EL unlocks later (longer) generations.
+* **Claim 4 (EL vs random, first 50 steps).** Per run, the mean partially solved share (groups
+  with 1–7 of 8 successes) over the first ``first`` steps for each curriculum; the paired
+  difference EL − random across runs with its bootstrap interval (:func:`evokit.stats.difference`).
+  Training reward: per run the least-squares slope of the mean reward per step over those steps,
+  for each curriculum, with its interval (the paper: EL rises, random dips).
+* **Claim 5 (trajectory growth).** Per run, the slope of turns per trajectory over the steps under
+  EL, with its interval (the paper: turns rise as harder generations unlock); the slope of the
+  served generation beside it, so a rise can be told from a flat schedule.
+* **Turns.** The learner tries up to ``attempts`` techniques per step, reading its command's
+  result (:mod:`evokit.solvers`), so turns per trajectory are plan steps plus retries: they
+  depend on how hard the steps are for this learner, not only on plan length.
 """
 
 from __future__ import annotations
@@ -17,82 +26,155 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.curriculum import store_envs
-from evokit.learners import PolicyConfig
 from evokit.rows import read_rows
 from evokit.sources import make_source
+from evokit.stats import Interval, difference, interval, verdict
 from evokit.studies.folder import check_study
-from evokit.studies.warm_start import EEStudy, seed_store, warm_policy
+from evokit.studies.warm_start import (
+    EEStudy,
+    learner,
+    rollout_workers,
+    run_dir,
+    run_seed_dirs,
+    run_store,
+    seed_pool,
+)
 from evokit.train import TrainConfig, train
 
 
 @dataclass(frozen=True)
 class CurriculaStudy(EEStudy):
-    """EE's curricula study: the shared sizes and which curricula to compare."""
+    """EE's curricula study: the shared sizes, which curricula to compare, the comparison window."""
 
     curricula: tuple[str, ...] = ("el", "random")
+    first: int = 50  # EE compares the curricula over the first 50 GRPO steps
 
 
-def curricula_study(results_dir: str | Path, study: CurriculaStudy = CurriculaStudy(), *, workers: int = 2) -> Path:
-    """Seeds → evolved lineages → one GRPO run per curriculum, same store, same warm policy, same seeds.
+def train_config(study: EEStudy, run: int, workers: int, **extra) -> TrainConfig:
+    """The GRPO run of ``run`` (its seed), with the study's sizes and attempts."""
+    return TrainConfig(steps=study.steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
+                       seed=run, workers=rollout_workers(workers), groups_at_once=study.tasks_per_step,
+                       attempts=study.attempts, **{"eval_every": 0, **extra})
 
-    Rows: ``train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl`` (:func:`evokit.train.train`);
-    read them with :func:`curricula_frame`.
+
+def curricula_study(results_dir: str | Path, study: CurriculaStudy = CurriculaStudy(), *, workers: int = 2,
+                    progress: bool = True) -> Path:
+    """Per run: seeds → lineages → one GRPO run per curriculum (same store, same learner, same rollout seeds).
+
+    Read the rows with :func:`curricula_frame` and :func:`curricula_summary`.
     """
     out = Path(results_dir)
     check_study(out, {"study": "curricula", **asdict(study)})
-    _, store = seed_store(out, n_seeds=study.n_seeds, generations=study.generations, seed=study.seed, workers=workers,
-                          seed_steps=study.seed_steps)
-    cfg = TrainConfig(steps=study.steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
-                      seed=study.seed, workers=workers, eval_every=0)
-    policy = warm_policy(out, study.seed, steps=study.warmup_steps)
-    envs = store_envs(store)
-    for name in study.curricula:
-        train(make_source(name, envs=envs), PolicyConfig(), out / "train" / name, cfg, init_policy=policy,
-              progress=False)
+    pool = seed_pool(out, study, workers=workers)
+    for run in tqdm(study.run_seeds(), desc="runs", disable=not progress):
+        store = run_store(out, run_seed_dirs(out, pool, study, run), study, run, workers=workers)
+        solver = learner(out, study, run)
+        envs = store_envs(store)
+        for name in study.curricula:
+            train(make_source(name, envs=envs), solver.policy.config, run_dir(out, run) / "train" / name,
+                  train_config(study, run, workers), init_policy=solver.policy, judge=solver.judge,
+                  progress=False)
     return out
 
 
-def _commands_per_turn(rollout_rows: Sequence[dict]) -> dict[int, float]:
-    """Per step: shell commands issued per turn (each recorded turn is one command: 1 for the CPU learner)."""
-    by: dict[int, list[int]] = {}
-    for r in rollout_rows:
-        by.setdefault(r["step"], []).extend(1 if t.get("command") else 0 for t in r["turns"])
-    return {s: float(np.mean(v)) if v else float("nan") for s, v in by.items()}
+def _advances(prev: dict | None, now: dict) -> tuple[int, int]:
+    """(within-generation, next-generation) moves of EL's cursors between two steps."""
+    within = across = 0
+    for lineage, (g, k, _) in now.items():
+        if prev is None or lineage not in prev:
+            continue
+        g0, k0, _ = prev[lineage]
+        within += g == g0 and k > k0
+        across += g > g0
+    return within, across
 
 
 def curricula_frame(results_dir: str | Path) -> pd.DataFrame:
-    """One row per (curriculum, step): GRPO group shares, reward, turns per trajectory, served generation."""
-    frames = []
-    for run in sorted((Path(results_dir) / "train").iterdir()):
-        cmd = _commands_per_turn(read_rows(run / "rollouts.jsonl"))
-        rows = [{"curriculum": run.name, "step": r["step"], "partially_solved_share": r["partially_solved_share"],
-                 "dead_group_share": r["dead_group_share"], "mean_reward": r["mean_reward"], "turns": r["turns"],
-                 "generation": float(np.mean([s["env"][1] for s in r["served"]])), "mean_d_t": r["mean_d_t"],
-                 "commands_per_turn": cmd.get(r["step"], float("nan"))}
-                for r in read_rows(run / "steps.jsonl")]
-        frames.append(pd.DataFrame(rows))
-    return pd.concat(frames, ignore_index=True)
+    """One row per (run, curriculum, step): GRPO group shares, reward, turns, served generation, EL's cursor moves."""
+    rows = []
+    for rd in sorted(Path(results_dir).glob("run-*")):
+        for tr in sorted((rd / "train").iterdir()):
+            prev = None
+            for r in read_rows(tr / "steps.jsonl"):
+                cursors = r["scheduler"].get("cursors")
+                within, across = _advances(prev, cursors) if cursors is not None else (0, 0)
+                prev = cursors
+                rows.append({"run": int(rd.name.split("-")[1]), "curriculum": tr.name, "step": r["step"],
+                             "partially_solved_share": r["partially_solved_share"],
+                             "dead_group_share": r["dead_group_share"], "mean_reward": r["mean_reward"],
+                             "turns": r["turns"], "generation": float(np.mean([s["env"][1] for s in r["served"]])),
+                             "mean_d_t": r["mean_d_t"], "k_advances": within, "g_advances": across})
+    return pd.DataFrame(rows)
 
 
-def _slope(x, y) -> float:
+def slope(x: Sequence[float], y: Sequence[float]) -> float:
+    """Least-squares slope of y on x (per step)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     return float(np.polyfit(x, y, 1)[0]) if len(x) > 1 else float("nan")
 
 
-def curricula_summary(frame: pd.DataFrame, first: int = 50, window: int = 10) -> dict:
-    """Per curriculum over the first ``first`` steps: mean shares and reward, reward slope, turns early vs late."""
-    out = {}
-    for name, g in frame.groupby("curriculum"):
-        g = g[g.step < first].sort_values("step")
-        w = min(window, max(1, len(g) // 2))
-        out[name] = {"steps": len(g), "partially_solved_share": float(g.partially_solved_share.mean()),
-                     "dead_group_share": float(g.dead_group_share.mean()),
-                     "mean_reward": float(g.mean_reward.mean()), "reward_slope": _slope(g.step, g.mean_reward),
-                     "turns_first": float(g.turns.head(w).mean()), "turns_last": float(g.turns.tail(w).mean()),
-                     "turns_slope": _slope(g.step, g.turns), "max_generation": float(g.generation.max()),
-                     "generation_last": float(g.generation.tail(w).mean()),
-                     "commands_per_turn": float(g.commands_per_turn.mean())}
+def reproduced(iv: Interval, expected: str) -> str:
+    """"yes" if the interval lies on the paper's side of 0 (``expected``: "above"/"below"), "tie" if it
+    overlaps 0, "no" if it lies on the other side."""
+    v = verdict(iv)
+    return "yes" if v == expected else "tie" if v == "overlaps" else "no"
+
+
+def per_run(frame: pd.DataFrame, first: int) -> pd.DataFrame:
+    """Per (run, curriculum) over the first ``first`` steps: mean shares and reward, reward/turns/generation slopes."""
+    rows = []
+    for (run, name), g in frame[frame.step < first].groupby(["run", "curriculum"]):
+        g = g.sort_values("step")
+        rows.append({"run": run, "curriculum": name, "steps": len(g),
+                     "partially_solved_share": float(g.partially_solved_share.mean()),
+                     "dead_group_share": float(g.dead_group_share.mean()), "mean_reward": float(g.mean_reward.mean()),
+                     "reward_slope": slope(g.step, g.mean_reward), "turns_slope": slope(g.step, g.turns),
+                     "generation_slope": slope(g.step, g.generation), "turns_first": float(g.turns.head(5).mean()),
+                     "turns_last": float(g.turns.tail(5).mean()), "generation_last": float(g.generation.tail(5).mean()),
+                     "k_advances": int(g.k_advances.sum()), "g_advances": int(g.g_advances.sum())})
+    return pd.DataFrame(rows)
+
+
+def curricula_summary(frame: pd.DataFrame, first: int = 50) -> dict:
+    """Claims 4 and 5 over runs: estimates with bootstrap 95 % intervals and what they say (module docstring)."""
+    pr = per_run(frame, first)
+    by = {name: g.sort_values("run") for name, g in pr.groupby("curriculum")}
+    out: dict = {"first_steps": int(min(first, frame.step.max() + 1)), "runs": sorted(pr.run.unique().tolist()),
+                 "per_run": pr.to_dict("records"), "curricula": {}}
+    for name, g in by.items():
+        out["curricula"][name] = {col: interval(g[col], name=f"{name} {col}").as_dict() for col in (
+            "partially_solved_share", "dead_group_share", "mean_reward", "reward_slope", "turns_slope",
+            "generation_slope", "turns_first", "turns_last", "generation_last")}
+        out["curricula"][name]["k_advances"] = int(g.k_advances.sum())
+        out["curricula"][name]["g_advances"] = int(g.g_advances.sum())
+    if {"el", "random"} <= set(by):
+        el, rnd = by["el"], by["random"]
+        if el.run.tolist() != rnd.run.tolist():
+            raise ValueError(f"EL and random order ran on other runs ({el.run.tolist()} vs {rnd.run.tolist()})")
+        diff = difference(el.partially_solved_share, rnd.partially_solved_share, paired=True,
+                          name="partially solved share, EL − random")
+        s_el, s_rnd = (interval(g.reward_slope, name="reward slope") for g in (el, rnd))
+        out["claim4"] = {"share_difference": diff.as_dict(), "share_reproduced": reproduced(diff, "above"),
+                         "reward_slope_el": s_el.as_dict(), "reward_slope_random": s_rnd.as_dict(),
+                         "el_rises": reproduced(s_el, "above"), "random_dips": reproduced(s_rnd, "below"),
+                         "paper": "EL keeps more groups partially solved; EL's reward rises, random's dips"}
+    if "el" in by:
+        t = interval(by["el"].turns_slope, name="EL turns slope")
+        out["claim5"] = {"turns_slope_el": t.as_dict(), "reproduced": reproduced(t, "above"),
+                         "generation_slope_el": out["curricula"]["el"]["generation_slope"],
+                         "paper": "turns per trajectory rise steadily as harder generations unlock (≈190 for 27B)"}
     return out
 
+
+def step_bands(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per (curriculum, step): the across-run mean of ``column`` and its bootstrap interval (for the figures' bands)."""
+    rows = []
+    for (name, step), g in frame.groupby(["curriculum", "step"]):
+        if len(g) < 2:
+            continue
+        iv = interval(g[column], name=f"{name} {column} step {step}")
+        rows.append({"curriculum": name, "step": step, "estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi})
+    return pd.DataFrame(rows)

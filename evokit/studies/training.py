@@ -7,8 +7,8 @@ notebooks read the rows and draw. Every step is cached on disk: seeds, lineage s
 runs resume where they stopped (:mod:`evokit.seeds`, :mod:`evokit.evolve`, :mod:`evokit.train`), and
 ``study.json`` refuses a results folder made with other parameters. One module per study:
 
-* :mod:`evokit.studies.warm_start` — seeds and evolved lineages, EE's warm start (step 0, an
-  initial policy for :func:`evokit.train.train`);
+* :mod:`evokit.studies.warm_start` — what EE's studies share: the learner (a data-pretrained solver), the
+  seed filter, each run's evolved lineages;
 * :mod:`evokit.studies.curricula` — EL vs random order (``ee_el_scheduler``, ``ee_trajectory_growth``);
 * :mod:`evokit.studies.methods` — evolution vs co-evolution vs ensemble (``ee_methods``);
 * :mod:`evokit.studies.genenv` — GenEnv's loop, data efficiency and theory (``genenv_alpha``,
@@ -55,13 +55,13 @@ from evokit.studies.methods import (
     methods_study,
     pass_rates,
 )
-from evokit.studies.warm_start import WARMUP_LR, WARMUP_STEPS, seed_store, warm_policy
+from evokit.studies.warm_start import EEStudy, learner, seed_pool
 
 __all__ = [
-    "DATA_METHODS", "METHODS", "MIN_FAILED", "ROLLOUTS", "SIMULATORS", "WARMUP_LR", "WARMUP_STEPS", "CurriculaStudy",
+    "DATA_METHODS", "METHODS", "MIN_FAILED", "ROLLOUTS", "SIMULATORS", "CurriculaStudy", "EEStudy",
     "DataEfficiencyStudy", "GenEnvStudy", "MethodsStudy",
     "curricula_frame", "curricula_study", "curricula_summary", "data_efficiency_frame",
     "data_efficiency_study", "environments_per_method", "genenv_frame",
     "genenv_pool_tasks", "genenv_study", "genenv_summary", "methods_frame", "methods_study", "pass_rates",
-    "read_rows", "seed_store", "static_tasks", "theory_study", "warm_policy",
+    "learner", "read_rows", "seed_pool", "static_tasks", "theory_study",
 ]
