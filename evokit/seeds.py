@@ -64,26 +64,33 @@ def sample_plan(spec: SeedSpec, rng: random.Random, render_seed: int) -> Plan:
     return Plan(tuple(steps))
 
 
-def seed_specs(n: int, seed: int, min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS) -> list[SeedSpec]:
+#: The seed namespace of EE's seed pools: every random choice of a seed is keyed by it, so another
+#: namespace (:mod:`evokit.benchmark`'s) draws tasks independent of every seed pool, whatever the seeds.
+NAMESPACE = "evokit-seed"
+
+
+def seed_specs(n: int, seed: int, min_steps: int = MIN_STEPS, max_steps: int = MAX_STEPS, *,
+               namespace: str = NAMESPACE) -> list[SeedSpec]:
     """Seed i: domain ``i mod D`` (shuffled order), length cycling ``min_steps..max_steps``, rare on odd i."""
     load_catalog()
     if not 1 <= min_steps <= max_steps:
         raise ValueError(f"need 1 <= min_steps <= max_steps, got {min_steps}, {max_steps}")
     domains = sorted({s.domain for s in SCENARIOS.values()})
-    rng = random.Random(f"evokit-seeds:{seed}")
+    rng = random.Random(f"{namespace}s:{seed}")  # "evokit-seeds:<seed>" for EE's pools
     order = domains[:]
     rng.shuffle(order)
     return [SeedSpec(i, order[i % len(order)], min_steps + (i // len(order)) % (max_steps - min_steps + 1),
                      rare=bool(i % 2)) for i in range(n)]
 
 
-def make_one(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, max_attempts: int = 8) -> dict:
-    """Generate, verify and publish seed ``spec.index``; returns its index row."""
+def make_one(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, max_attempts: int = 8, *,
+             namespace: str = NAMESPACE, prefix: str = "seed") -> dict:
+    """Generate, verify and publish seed ``spec.index`` as ``out/<prefix>-NNNN``; returns its index row."""
     ref = catalog_reference()
-    dest = out / f"seed-{spec.index:04d}"
+    dest = out / f"{prefix}-{spec.index:04d}"
     reasons = []
     for attempt in range(max_attempts):
-        rng = random.Random(f"evokit-seed:{seed}:{spec.index}:{attempt}")
+        rng = random.Random(f"{namespace}:{seed}:{spec.index}:{attempt}")
         render_seed = rng.randrange(2**31)
         try:
             plan = sample_plan(spec, rng, render_seed)
@@ -105,8 +112,9 @@ def make_one(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, max_att
     raise RuntimeError(f"seed {spec.index}: no verified task after {max_attempts} attempts: {reasons[-3:]}")
 
 
-def _make_and_index(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig) -> dict:
-    row = make_one(spec, seed, out, config)
+def _make_and_index(spec: SeedSpec, seed: int, out: Path, config: VerifyConfig, namespace: str = NAMESPACE,
+                    prefix: str = "seed") -> dict:
+    row = make_one(spec, seed, out, config, namespace=namespace, prefix=prefix)
     with open(out / "seeds.jsonl", "a") as f:  # the job logs its own seed: a crash loses nothing
         f.write(json.dumps(row, sort_keys=True) + "\n")
         f.flush()
@@ -121,11 +129,13 @@ def seed_dirs(out: str | Path) -> list[Path]:
 
 def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: VerifyConfig = VerifyConfig(),
                progress: bool = True, executor=None, min_steps: int = MIN_STEPS,
-               max_steps: int = MAX_STEPS) -> list[dict]:
+               max_steps: int = MAX_STEPS, namespace: str = NAMESPACE, prefix: str = "seed") -> list[dict]:
     """Write ``n`` verified seeds into ``out`` (existing ones are kept and reused: resumable).
 
     Seeds are made ``workers`` at a time, or through ``executor`` (an :mod:`evokit.parallel`
-    executor, e.g. Ray; on a cluster ``out`` must be on a disk every node sees).
+    executor, e.g. Ray; on a cluster ``out`` must be on a disk every node sees). ``namespace``
+    keys every random choice (:data:`NAMESPACE` for EE's seed pools) and ``prefix`` names the
+    folders (``<prefix>-NNNN``); :mod:`evokit.benchmark` uses its own of both.
     """
     from evokit.parallel import LocalExecutor
 
@@ -138,10 +148,12 @@ def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: 
             row = json.loads(line)
             if (out / row["name"]).is_dir():
                 done[row["name"]] = row
-    todo = [s for s in seed_specs(n, seed, min_steps, max_steps) if f"seed-{s.index:04d}" not in done]
+    todo = [s for s in seed_specs(n, seed, min_steps, max_steps, namespace=namespace)
+            if f"{prefix}-{s.index:04d}" not in done]
     executor = executor or LocalExecutor(workers)
     with tqdm(total=n, initial=n - len(todo), desc="seeds", unit="task", disable=not progress) as bar:
-        rows = executor.map(functools.partial(_make_and_index, seed=seed, out=out, config=config), todo,
+        rows = executor.map(functools.partial(_make_and_index, seed=seed, out=out, config=config,
+                                              namespace=namespace, prefix=prefix), todo,
                             progress=bar)
     done.update((row["name"], row) for row in rows)
     rows = [done[k] for k in sorted(done)]
