@@ -67,7 +67,8 @@ class Pools:
         groups: dict[tuple, list[dict]] = {}
         for r in self.d_train:
             if r.get("epoch", 0) < before_epoch:
-                groups.setdefault((r.get("epoch", 0), r["task"]), []).append(r)
+                # a CPU-loop row names its task; a TRL row its slot in the batch
+                groups.setdefault((r.get("epoch", 0), r.get("task", r.get("slot"))), []).append(r)
         return list(groups.values())
 
     def replay(self, before_epoch: int, n: int, rng: np.random.Generator) -> list[list[Rollout]]:
@@ -82,7 +83,7 @@ class Pools:
         if n <= 0 or not live:
             return []
         pick = sorted(rng.choice(len(live), size=min(n, len(live)), replace=False).tolist())
-        return [[Rollout(task=r["task"], index=r.get("index", i), reward=r["reward"], masked=r.get("masked", False),
+        return [[Rollout(task=str(r.get("task", r.get("slot"))), index=r.get("index", i), reward=r["reward"], masked=r.get("masked", False),
                          info=r.get("info") or {}) for i, r in enumerate(live[j])] for j in pick]
 
     def env_records(self) -> list[tuple[Plan, float]]:

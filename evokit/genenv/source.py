@@ -75,10 +75,12 @@ class GenEnvConfig:
        dropped batches contribute nothing to the weighted likelihood, the penalty remains, pulling
        the simulator back towards π_init.
     3. *Batches that resolve the zone.* p̂ is a batch's successes over its ``tasks_per_batch`` × B
-       rollouts. With 4 tasks × 5 rollouts p̂ moves in steps of 0.05, the filter keeps p̂ ∈ {0.40,
-       0.45, …, 0.60} and the kept weights exp(λ·R_env) take three values (e^0.82, e^0.95, e^1):
-       RWR is weighted, not plain maximum likelihood. (Issue 13: one task × 5 rollouts kept only
-       p̂ ∈ {0.4, 0.6}, which weigh the same.) The batch step records the spread of the weights.
+       rollouts, so it moves in steps of 1/(tasks_per_batch·B). With 2 tasks × 5 rollouts (the
+       studies' smoke size) the filter keeps p̂ ∈ {0.4, 0.5, 0.6} with weights e^0.82 and e^1; with
+       2 × 8 (B = 8) it keeps five values of p̂ and three weights: RWR is weighted, not plain
+       maximum likelihood. (Issue 13: one task × 5 rollouts kept only p̂ ∈ {0.4, 0.6}, which weigh
+       the same.) The batch step records the spread of the weights. The paper's random baseline
+       uses 4 variations per prompt; the default 2 fits the CLI's 2 tasks per step.
     4. *RWR on the accumulated pool D_env* (``sim_data="pool"``): each epoch's RWR step is taken on
        all of D_env, every kept plan with the weight it was given in its epoch (the paper keeps D_env
        as an accumulating pool but does not say whether the step uses D̃_env,t alone or the pool;
@@ -93,7 +95,7 @@ class GenEnvConfig:
     beta: float = 20.0  # sharpness of R_env (Eq. 3; no value in the paper)
     k_min: float = GENENV_K_MIN  # difficulty filter |p̂ − α| ≤ k_min
     lam: float = GENENV_LAMBDA  # RWR weights exp(λ·R_env)
-    tasks_per_batch: int = 4  # generated task variations per context (see 3.; the paper's random baseline: 4)
+    tasks_per_batch: int = 2  # generated task variations per context (see 3.)
     sim_lr: float = 3.0  # RWR step size on the simulator's logits (the per-step cap binds; see 1.)
     kl_coef: float = 0.1  # weight of KL(π_env ‖ π_init) in the RWR objective (paper: "KL penalty", no value)
     max_step_kl: float | None = 0.1  # trust region KL(new ‖ previous) per step (paper: "per-step KL capped")
