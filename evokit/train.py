@@ -4,7 +4,9 @@ One loop, :func:`train`, for every curriculum of both papers: each step the sour
 (:mod:`evokit.sources`; EL, random or D_T order, GenEnv's simulator, the co-evolution refresh,
 the p_T-weighted sampler, or a new one) serves ``tasks_per_step`` tasks, the policy runs a GRPO
 group of ``group_size`` rollouts on each, GRPO updates the policy (:func:`evokit.learners.grpo_update`),
-and the groups' results go back into the source's state. Group statistics come from
+and the groups' results go back into the source's state. A source with a ``replay(state)``
+method (GenEnv's accumulating pool D_train) adds groups of earlier traces to each update; the
+row's group statistics then count them too (``served`` and ``replayed`` tell them apart). Group statistics come from
 :mod:`evokit.grpo`, the draw of step t from :func:`evokit.seeding.step_rng`.
 
 The policy is the CPU learner (:mod:`evokit.learners`); the LLM policy trains through TRL
@@ -177,13 +179,15 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
         groups = collect_groups(model, [r.path for r in refs], group_size=cfg.group_size, workers=cfg.workers,
                                 seeds=group_seeds(cfg.rollout_seeds, cfg.seed, step, len(refs)),
                                 groups_at_once=cfg.groups_at_once, attempts=cfg.attempts, judge=judge)
-        metrics = grpo_update(model, opt, groups, beta_kl=cfg.beta_kl, clip=cfg.clip, ref_policy=ref)
+        # a source that keeps a pool of earlier traces (GenEnv's D_train) adds groups of it to the update
+        replayed = source.replay(state) if hasattr(source, "replay") else []
+        metrics = grpo_update(model, opt, [*groups, *replayed], beta_kl=cfg.beta_kl, clip=cfg.clip, ref_policy=ref)
         results = group_results(refs, [[r.to_row() for r in g] for g in groups])
         state = source.update(state, results)
         served = [_served(r, res, d) for r, res, d in zip(refs, results, d_t, strict=True)]
         write_rows([r for g in groups for r in g], out / "rollouts.jsonl", step=step)
         append_rows(out / "steps.jsonl", [{
-            "step": step, "source": source.name, **metrics, "served": served,
+            "step": step, "source": source.name, **metrics, "served": served, "replayed": len(replayed),
             "turns": float(np.mean([r.n_turns for g in groups for r in g])),
             "mean_d_t": float(np.mean(d_t)), "mean_d_theta": d_theta, "scheduler": source.summary(state)}])
         if cfg.eval_every and eval_tasks and (step + 1) % cfg.eval_every == 0:

@@ -303,3 +303,133 @@ def test_one_config_with_the_papers_values_and_doctests():
         result = doctest.testmod(mod)
         assert result.failed == 0
     assert doctest.testmod(evokit.genenv.reward).attempted > 0
+
+
+# ------------------------------------------------------------------ issue 13: D_train replay, weights, static pool
+def _trace(epoch: int, task: str, reward: float, i: int) -> dict:
+    step = {"scenario": "access-log", "goal": [1], "candidates": ["topk-count"], "choice": 0, "skill": "topk-count",
+            "logp": -0.1}
+    return {"task": task, "index": i, "reward": reward, "masked": False, "turns": [], "info": {"steps": [step]},
+            "epoch": epoch}
+
+
+def test_replay_draws_live_groups_of_earlier_epochs(tmp_path):
+    """D_train as GRPO groups: one per (epoch, task); replay draws only partially solved groups of epochs before
+    the given one, without replacement, the same ones for the same generator, as Rollouts with their stored info."""
+    pools = Pools(tmp_path)
+    rows = [_trace(0, "a", r, i) for i, r in enumerate((1.0, 0.0, 1.0))]  # live
+    rows += [_trace(0, "b", 1.0, i) for i in range(3)]  # dead (all pass)
+    rows += [_trace(1, "c", r, i) for i, r in enumerate((0.0, 1.0))]  # live
+    rows += [_trace(2, "d", r, i) for i, r in enumerate((0.0, 1.0))]  # live, but not before epoch 2
+    pools.add_traces(rows)
+    assert [len(g) for g in pools.train_groups(2)] == [3, 3, 2]
+    got = pools.replay(2, 10, np.random.default_rng(0))
+    assert sorted(g[0].task for g in got) == ["a", "c"]
+    assert all(r.info["steps"][0]["logp"] == -0.1 for g in got for r in g)
+    one = [g[0].task for g in pools.replay(2, 1, np.random.default_rng(5))]
+    assert one == [g[0].task for g in pools.replay(2, 1, np.random.default_rng(5))] and len(one) == 1
+    assert pools.replay(0, 5, np.random.default_rng(0)) == [] and pools.replay(2, 0, np.random.default_rng(0)) == []
+
+
+def _results(state, successes: list[list[int]], n: int):
+    from evokit.grpo import group_stats
+    from evokit.sources import GroupResult, TaskRef
+
+    out = []
+    for b, per_task in enumerate(successes):
+        for i, k in enumerate(per_task):
+            rows = tuple(_trace(state.epoch, f"t{b}{i}", float(j < k), j) for j in range(n))
+            out.append(GroupResult(TaskRef(("genenv", state.epoch, b, i), None), group_stats(rows), rows))
+    return out
+
+
+def test_batch_step_records_the_spread_of_rwr_weights(tmp_path):
+    """With 2 tasks × 5 rollouts a batch's p̂ resolves 0.4, 0.5, 0.6: batches at 0.5 and 0.4 are kept with the
+    different weights e^1 and e^exp(−20·0.01); a batch at 0.2 is dropped. The step records min, max and levels."""
+    from evokit.genenv import GenEnvState, batch_step
+    from evokit.genenv.source import GenEnvConfig
+
+    cfg = GenEnvConfig(tasks_per_batch=2, min_len=1)
+    sim = init_simulator(min_len=1, max_len=5, contexts=("any",))
+    plans = sample_plans(sim, "any", 6, np.random.default_rng(1))
+    state = GenEnvState(sim, sim, tmp_path, pending=(("any", tuple(plans[:2])), ("any", tuple(plans[2:4])),
+                                                     ("any", tuple(plans[4:]))))
+    new = batch_step(state, cfg, _results(state, [[3, 2], [2, 2], [1, 1]], 5))  # p̂ = 0.5, 0.4, 0.2
+    last = new.last
+    assert last["p_hat"] == pytest.approx([0.5, 0.4, 0.2]) and last["kept_share"] == pytest.approx(2 / 3)
+    assert last["weights_n"] == 2 and last["weights_levels"] == 2
+    assert last["weights_max"] == pytest.approx(math.e) and last["weights_min"] == pytest.approx(math.exp(math.exp(-0.2)))
+    assert last["d_env_size"] == 4 and last["pool_weights_levels"] == 2 and last["d_train_groups"] == 6
+    assert new.sim.updates == 1
+
+
+def test_static_augmentation_serves_a_fixed_set_and_never_learns(tmp_path):
+    """static_pool: plans sampled once at init (the same for the same run seed); every epoch's tasks come from
+    them; the simulator is never updated; the source's summary names the arm."""
+    from evokit.genenv import GenEnvSource
+    from evokit.genenv.source import GenEnvConfig
+    from evokit.sources import Run
+
+    src = GenEnvSource(GenEnvConfig(tasks_per_batch=2, static_pool=5))
+    state = src.init(Run(5, seed=3, out=tmp_path))
+    assert len(state.static) == 5 and state.static == src.init(Run(5, seed=3, out=tmp_path / "x")).static
+    state, refs = src.sample(state, np.random.default_rng(0), 4)
+    assert all(p in state.static for _, plans in state.pending for p in plans) and len(refs) == 4
+    new = src.update(state, _results(state, [[3, 2], [2, 3]], 5))  # p̂ = 0.5: kept, but nothing learns
+    assert new.sim is state.sim and new.sim.updates == 0 and src.summary(new)["simulator"] == "static"
+    with pytest.raises(ValueError, match="replay"):
+        GenEnvConfig(replay=-1)
+
+
+# ------------------------------------------------------------------------- the study's claim summaries
+def _frame(success: dict, length: dict, epochs: int = 6, seeds: int = 5, solved=None):
+    import pandas as pd
+
+    rows = []
+    for arm in success:
+        for s in range(seeds):
+            for e in range(1, epochs + 1):
+                full, none = (solved or {}).get(arm, (0.5, 0.5))
+                rows.append({"seed": s, "arm": arm, "epoch": e, "success": success[arm](s, e),
+                             "plan_length": length[arm](s, e), "turns": length[arm](s, e),
+                             "fully_solved_per_batch": full + 0.01 * s, "unsolved_per_batch": none + 0.01 * s})
+    return pd.DataFrame(rows)
+
+
+def test_alpha_summary_needs_all_three_parts():
+    """Claim 7 is "yes" only with the learning arm in the zone for ≥ 4 of 5 seeds over the last third, the random
+    arm not, and plan length not falling; a simulator that reaches the zone by shortening its tasks is "no"."""
+    from evokit.studies.genenv import alpha_summary
+
+    into = {"learning": lambda s, e: 0.9 if e <= 4 else 0.5 + 0.01 * s, "random": lambda s, e: 0.85}
+    flat = {"learning": lambda s, e: 3.0 + 0.1 * (s % 2), "random": lambda s, e: 3.0}
+    ok = alpha_summary(_frame(into, flat), (0.4, 0.6))
+    assert ok["last_epochs"] == 2 and ok["learning"]["seeds_in_zone"] == 5 and ok["random"]["seeds_in_zone"] == 0
+    assert ok["reproduced"] == "yes"
+    shrink = {"learning": lambda s, e: 3.0 - 0.3 * e - 0.05 * s, "random": lambda s, e: 3.0}
+    bad = alpha_summary(_frame(into, shrink), (0.4, 0.6))
+    assert bad["learning"]["length_change"]["sign"] == "below" and bad["reproduced"] == "no"
+    assert bad["parts"] == {"learning_in_zone": True, "random_not_in_zone": True, "length_not_below_start": False}
+    three = {"learning": lambda s, e: 0.5 if s < 3 else 0.9, "random": lambda s, e: 0.85}
+    assert alpha_summary(_frame(three, flat), (0.4, 0.6))["parts"]["learning_in_zone"] is False  # 3 of 5 seeds
+
+
+def test_vs_random_and_data_efficiency_verdicts():
+    """Claim 8: the paper's signs → "yes", the reverse → "no". Claim 9: GenEnv above every other arm → "yes"."""
+    import pandas as pd
+
+    from evokit.studies.genenv import data_efficiency_summary, vs_random_summary
+
+    same = {"learning": lambda s, e: 0.5, "random": lambda s, e: 0.5}
+    flat = {"learning": lambda s, e: 3.0, "random": lambda s, e: 3.0}
+    paper = vs_random_summary(_frame(same, flat, solved={"learning": (0.6, 0.2), "random": (0.5, 0.5)}))
+    assert paper["reproduced"] == "yes"
+    assert paper["unsolved_per_batch"]["relative_pct"]["estimate"] == pytest.approx(-0.3 / 0.52 * 100)
+    assert vs_random_summary(_frame(same, flat, solved={"learning": (0.4, 0.7), "random": (0.5, 0.5)}))[
+        "reproduced"] == "no"
+    rows = [{"seed": s, "arm": a, "score": base + 0.01 * s} for s in range(5)
+            for a, base in (("untrained", 0.5), ("static", 0.55), ("random", 0.52), ("learning", 0.6))]
+    d = data_efficiency_summary(pd.DataFrame(rows))
+    assert d["reproduced"] == "yes" and d["genenv_minus"]["static"]["estimate"] == pytest.approx(0.05)
+    rows = [{**r, "score": 0.4} if r["arm"] == "learning" else r for r in rows]
+    assert data_efficiency_summary(pd.DataFrame(rows))["reproduced"] == "no"

@@ -10,9 +10,12 @@ import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+import numpy as np
+
 from evokit.genenv.simulator import plan_context
-from evokit.grpo import usable
+from evokit.grpo import group_stats, usable
 from evokit.plan import Plan
+from evokit.rollout import Rollout
 from evokit.rows import append_rows, dumps, keep_rows, read_rows
 
 
@@ -58,6 +61,30 @@ class Pools:
             if not {"plan", "weight", "context"} <= r.keys():
                 raise ValueError(f"D_env row needs 'context', 'plan' and 'weight' (see env_row); got {sorted(r)}")
         return self._append("d_env", rows)
+
+    def train_groups(self, before_epoch: int) -> list[list[dict]]:
+        """D_train's traces of epochs < ``before_epoch`` as GRPO groups: rows of one (epoch, task), in order."""
+        groups: dict[tuple, list[dict]] = {}
+        for r in self.d_train:
+            if r.get("epoch", 0) < before_epoch:
+                # a CPU-loop row names its task; a TRL row its slot in the batch
+                groups.setdefault((r.get("epoch", 0), r.get("task", r.get("slot"))), []).append(r)
+        return list(groups.values())
+
+    def replay(self, before_epoch: int, n: int, rng: np.random.Generator) -> list[list[Rollout]]:
+        """``n`` groups of D_train (epochs < ``before_epoch``) for the agent's update, drawn without replacement.
+
+        Only partially solved groups are drawn: a group whose rewards are all equal has zero GRPO
+        advantage and would add nothing to the update. Each row becomes a :class:`~evokit.rollout.Rollout`
+        with its stored ``info`` (the chosen skills and their log-probabilities under the policy that
+        acted, the ratio's denominator in :func:`evokit.learners.grpo_update`).
+        """
+        live = [g for g in self.train_groups(before_epoch) if not group_stats(g).dead]
+        if n <= 0 or not live:
+            return []
+        pick = sorted(rng.choice(len(live), size=min(n, len(live)), replace=False).tolist())
+        return [[Rollout(task=str(r.get("task", r.get("slot"))), index=r.get("index", i), reward=r["reward"], masked=r.get("masked", False),
+                         info=r.get("info") or {}) for i, r in enumerate(live[j])] for j in pick]
 
     def env_records(self) -> list[tuple[Plan, float]]:
         """D_env as (plan, weight) records for :func:`rwr_update`."""

@@ -9,7 +9,8 @@ Both training loops call the same :func:`batch_step` through :class:`GenEnvSourc
    batch being GenEnv's "n task variations" of one prompt (a context, taken in turn), rendered
    into ``<run out>/tasks``;
 2. the loop runs a GRPO group of B rollouts on each task (B = the run's group size) and updates
-   the agent;
+   the agent on those groups and on groups replayed from D_train (``replay(state)``, the agent
+   training on its accumulating pool);
 3. ``update(state, results)`` = :func:`batch_step`: per batch p̂ = successes / usable rollouts,
    R_env = exp(−β(p̂ − α)²), batches with |p̂ − α| > k_min dropped, kept plans weighted
    exp(λ·R_env) into D_env, every usable trace into D_train, and one RWR step of the simulator
@@ -42,6 +43,8 @@ from evokit.plan import Plan, render
 from evokit.reference import GENENV_ALPHA, GENENV_K_MIN, GENENV_LAMBDA
 from evokit.sources import GroupResult, Run, TaskRef, register
 
+STATIC_STREAM, REPLAY_STREAM = 7_777, 31_337  # generator keys of the static plans and of D_train replay
+
 
 @dataclass(frozen=True)
 class GenEnvConfig:
@@ -52,45 +55,47 @@ class GenEnvConfig:
     :class:`evokit.trl_trainer.LLMTrainConfig`), not set here. The paper trains 10 epochs with a
     batch of 64 tasks.
 
-    The simulator's step (choices where the paper gives no value; measured with the CPU learner,
-    see ``notebooks/genenv_alpha.ipynb``):
+    The agent's side (GenEnv: "D_train: base data + earlier traces + new on-policy traces, so
+    mastered material is retained"): every usable trace goes into D_train, and each epoch's GRPO
+    update of the agent takes this epoch's groups plus ``replay`` × as many partially solved groups
+    drawn from D_train's earlier epochs (:meth:`GenEnvSource.replay`; ``replay=0``: on-policy only).
+    A replayed group keeps the log-probabilities of the policy that acted, so the clipped ratio of
+    :func:`evokit.learners.grpo_update` bounds how far a stale group moves the agent (a deviation:
+    the paper does not say how D_train enters the update).
+
+    The simulator's step (choices where the paper gives no value):
 
     1. *Per-step KL cap.* The paper fine-tunes π_env "with a KL penalty to its initial weights
        (per-step KL capped)": here ``kl_coef``·KL(π_env ‖ π_init) in the objective and a trust
        region KL(new ‖ previous) ≤ ``max_step_kl`` on every step; ``sim_lr`` is large enough that
        the cap, not the learning rate, sets the step. A cap on the *total* KL to π_init
-       (``max_kl``, off by default) pinned the simulator at the cap (KL 1.97–2.00 after 14 epochs in
-       all 7 runs measured with ``max_kl=2``) once it had made tasks easy, so it could no longer
-       follow the learner.
+       (``max_kl``) is off by default: with one it pinned the simulator at the cap once it had
+       moved, so it could no longer follow the learner (measured before issue 13 with ``max_kl=2``).
     2. *An empty data set* still takes the KL term's step (:func:`evokit.genenv.simulator.rwr_update`):
        dropped batches contribute nothing to the weighted likelihood, the penalty remains, pulling
-       the simulator back towards π_init's longer plans and rarer skills (harder tasks). With
-       ``sim_data="pool"`` (4.) the data set is empty only until the first batch is kept; after
-       that the penalty acts against the pool's likelihood every epoch.
-    3. *Small batches at CPU scale.* The filter keeps a batch only if |p̂ − α| ≤ k_min; when the
-       learner starts far below α (success ≈ 0.1 on p_T's plans) a batch of several tasks almost
-       never lands there and the simulator hardly moves (measured with 6 batches × 4 tasks × 3
-       rollouts: KL to π_init ≤ 0.2 after 8–14 epochs and success ≤ 0.26 throughout, three seeds).
-       One task per batch with 5 rollouts (kept on 2 or 3 successes) gives the filter something to
-       keep from the first epochs.
-    4. *RWR on the accumulated pool D_env* (``sim_data="pool"``). The paper keeps two accumulating
-       pools, D_env being the simulator's weighted generations (D_env ← D_env ∪ D̃_env,t), the
-       counterpart of the agent's D_train; each epoch's RWR step here is taken on all of D_env, every
-       kept plan with the weight it was given in its epoch (the paper does not say whether the step
-       uses D̃_env,t alone or the pool; "epoch" is the former). At CPU scale an epoch keeps only
-       0–6 of 16 batches, so a step on D̃_env,t alone follows a few plans, and an epoch that keeps
-       none leaves the KL pull alone: the simulator moved slowly and erratically towards the zone.
-       Measured with the no-sandbox replay of the smoke setting, "settled" (last-4 mean in
-       [0.4, 0.6], each in [0.3, 0.7]) held for seeds 0–7 in 6 of 8 with the pool against 3 of 8
-       with "epoch". The pool's early, short plans stay in it, so success tends to settle in the
-       upper half of the zone (last-4 means 0.52–0.57 for seeds 0–3).
+       the simulator back towards π_init.
+    3. *Batches that resolve the zone.* p̂ is a batch's successes over its ``tasks_per_batch`` × B
+       rollouts, so it moves in steps of 1/(tasks_per_batch·B). With 2 tasks × 5 rollouts (the
+       studies' smoke size) the filter keeps p̂ ∈ {0.4, 0.5, 0.6} with weights e^0.82 and e^1; with
+       2 × 8 (B = 8) it keeps five values of p̂ and three weights: RWR is weighted, not plain
+       maximum likelihood. (Issue 13: one task × 5 rollouts kept only p̂ ∈ {0.4, 0.6}, which weigh
+       the same.) The batch step records the spread of the weights. The paper's random baseline
+       uses 4 variations per prompt; the default 2 fits the CLI's 2 tasks per step.
+    4. *RWR on the accumulated pool D_env* (``sim_data="pool"``): each epoch's RWR step is taken on
+       all of D_env, every kept plan with the weight it was given in its epoch (the paper keeps D_env
+       as an accumulating pool but does not say whether the step uses D̃_env,t alone or the pool;
+       ``"epoch"`` is the former).
+
+    ``static_pool`` > 0 turns the source into GenEnv's *static augmentation* baseline: that many
+    plans are sampled once from π_init and every epoch's tasks are drawn from them (the simulator
+    never moves), so the agent trains by the same loop on a fixed data set.
     """
 
     alpha: float = GENENV_ALPHA  # α, target success (Eq. 3)
     beta: float = 20.0  # sharpness of R_env (Eq. 3; no value in the paper)
     k_min: float = GENENV_K_MIN  # difficulty filter |p̂ − α| ≤ k_min
     lam: float = GENENV_LAMBDA  # RWR weights exp(λ·R_env)
-    tasks_per_batch: int = 1  # generated task variations per context (see 3.)
+    tasks_per_batch: int = 2  # generated task variations per context (see 3.)
     sim_lr: float = 3.0  # RWR step size on the simulator's logits (the per-step cap binds; see 1.)
     kl_coef: float = 0.1  # weight of KL(π_env ‖ π_init) in the RWR objective (paper: "KL penalty", no value)
     max_step_kl: float | None = 0.1  # trust region KL(new ‖ previous) per step (paper: "per-step KL capped")
@@ -100,10 +105,14 @@ class GenEnvConfig:
     contexts: tuple[str, ...] = ("any",)  # simulator contexts: catalog domains, or "any" (shared tables)
     learning: bool = True  # False: the random (never updated) simulator, the paper's baseline
     sim_data: str = "pool"  # RWR data: "pool", the accumulated D_env (see 4.); "epoch": this epoch's D̃_env,t only
+    replay: float = 1.0  # D_train groups replayed in the agent's update per new group (0: on-policy only)
+    static_pool: int = 0  # > 0: static augmentation, tasks drawn from this many plans sampled once from π_init
 
     def __post_init__(self):
         if not 0 <= self.alpha <= 1 or self.beta <= 0 or self.k_min < 0 or self.tasks_per_batch < 1:
             raise ValueError(f"GenEnvConfig: need α ∈ [0, 1], β > 0, k_min ≥ 0, tasks_per_batch ≥ 1; got {self}")
+        if self.replay < 0 or self.static_pool < 0:
+            raise ValueError(f"GenEnvConfig: need replay ≥ 0 and static_pool ≥ 0; got {self.replay}, {self.static_pool}")
         if self.sim_data not in ("pool", "epoch"):
             raise ValueError(f"GenEnvConfig.sim_data must be 'pool' or 'epoch'; got {self.sim_data!r}")
 
@@ -118,6 +127,7 @@ class GenEnvState:
     epoch: int = 0
     pending: tuple[tuple[str, tuple[Plan, ...]], ...] = ()  # (context, plans) of each batch served
     last: Mapping = field(default_factory=dict)  # the last batch step's numbers (for the rows)
+    static: tuple[Plan, ...] = ()  # static augmentation's fixed plans (GenEnvConfig.static_pool)
 
 
 def batch_step(state: GenEnvState, cfg: GenEnvConfig, results: Sequence[GroupResult]) -> GenEnvState:
@@ -127,7 +137,7 @@ def batch_step(state: GenEnvState, cfg: GenEnvConfig, results: Sequence[GroupRes
     by_key = {tuple(r.ref.key): r for r in results}
     pools = Pools(state.out / "pools")
     pools.keep_before(state.epoch)  # rows of this epoch written before a kill are redone
-    p_hat, kept, records, rows = [], [], [], []
+    p_hat, kept, records, rows, weights = [], [], [], [], []
     for b, (context, plans) in enumerate(state.pending):
         mine = [by_key[k] for i in range(len(plans)) if (k := ("genenv", state.epoch, b, i)) in by_key]
         n = sum(r.stats.n for r in mine)
@@ -138,20 +148,33 @@ def batch_step(state: GenEnvState, cfg: GenEnvConfig, results: Sequence[GroupRes
         if keep:
             r_env = float(alpha_reward(p, cfg.alpha, cfg.beta))
             w = float(rwr_weights([r_env], cfg.lam, normalize=False)[0])
+            weights.append(w)
             records += [(plan, w) for plan in plans]
             rows += [env_row(plan, w, p_hat=p, r_env=r_env, epoch=state.epoch, context=context) for plan in plans]
     pools.add_traces([row | {"epoch": state.epoch} for r in results for row in r.rows])
     pools.add_env(rows)
     sim = state.sim
-    if cfg.learning:  # no kept record: the step is the KL penalty's alone (towards π_init)
+    if cfg.learning and not cfg.static_pool:  # no kept record: the step is the KL penalty's alone (towards π_init)
         sim = rwr_update(sim, pools.env_records() if cfg.sim_data == "pool" else records, lr=cfg.sim_lr,
                          kl_coef=cfg.kl_coef, init_sim=state.init_sim, max_kl=cfg.max_kl, max_step_kl=cfg.max_step_kl)
     seen = [p for p in p_hat if not math.isnan(p)]
     last = {"success": float(np.mean(seen)) if seen else math.nan, "p_hat": p_hat,
             "r_env": float(np.mean([alpha_reward(p, cfg.alpha, cfg.beta) for p in seen])) if seen else 0.0,
             "kept_share": float(np.mean(kept)),
-            "mean_length": float(np.mean([len(pl) for _, plans in state.pending for pl in plans]))}
+            "mean_length": float(np.mean([len(pl) for _, plans in state.pending for pl in plans])),
+            **_weight_spread("weights", weights), **_weight_spread("pool_weights", [w for _, w in pools.env_records()]),
+            "d_train_groups": len(pools.train_groups(state.epoch + 1)), "d_env_size": len(pools.d_env)}
     return replace(state, sim=sim, epoch=state.epoch + 1, pending=(), last=last)
+
+
+def _weight_spread(name: str, w: Sequence[float]) -> dict:
+    """Min, max, standard deviation and number of distinct values of RWR weights (NaN/0 when there are none)."""
+    a = np.asarray(w, dtype=float)
+    if not a.size:
+        return {f"{name}_n": 0, f"{name}_levels": 0, f"{name}_min": math.nan, f"{name}_max": math.nan,
+                f"{name}_std": math.nan}
+    return {f"{name}_n": int(a.size), f"{name}_levels": int(len(np.unique(a.round(9)))),
+            f"{name}_min": float(a.min()), f"{name}_max": float(a.max()), f"{name}_std": float(a.std())}
 
 
 @register("genenv")
@@ -166,9 +189,13 @@ class GenEnvSource:
         if run.out is None:
             raise ValueError("the genenv source needs the run's output folder (generated tasks and pools go there)")
         c = self.config
-        sim = init_simulator(min_len=c.min_len, max_len=c.max_len, render_seed=run.seed, learning=c.learning,
-                             contexts=c.contexts)
-        return GenEnvState(sim, sim, Path(run.out))
+        sim = init_simulator(min_len=c.min_len, max_len=c.max_len, render_seed=run.seed,
+                             learning=c.learning and not c.static_pool, contexts=c.contexts)
+        static = ()
+        if c.static_pool:  # sampled once, before any epoch, in its own stream
+            static = tuple(sample_plans(sim, sorted(sim.contexts)[0], c.static_pool,
+                                        np.random.default_rng([run.seed, STATIC_STREAM])))
+        return GenEnvState(sim, sim, Path(run.out), static=static)
 
     def sample(self, state: GenEnvState, rng: np.random.Generator, n: int) -> tuple[GenEnvState, list[TaskRef]]:
         per = self.config.tasks_per_batch
@@ -178,7 +205,10 @@ class GenEnvSource:
         batches, refs = [], []
         for b in range(n // per):
             context = contexts[(state.epoch * (n // per) + b) % len(contexts)]
-            plans = sample_plans(state.sim, context, per, rng)
+            if state.static:
+                plans = [state.static[int(j)] for j in rng.choice(len(state.static), size=per, replace=False)]
+            else:
+                plans = sample_plans(state.sim, context, per, rng)
             for i, plan in enumerate(plans):
                 dest = state.out / "tasks" / f"e{state.epoch:03d}-b{b}-{i}"
                 if not dest.exists():
@@ -190,9 +220,22 @@ class GenEnvSource:
     def update(self, state: GenEnvState, results: Sequence[GroupResult]) -> GenEnvState:
         return batch_step(state, self.config, results)
 
+    def replay(self, state: GenEnvState) -> list:
+        """Groups of D_train (earlier epochs) for this epoch's agent update (class docstring of GenEnvConfig).
+
+        ``replay`` × the epoch's tasks, drawn with a generator keyed by (run seed, epoch), so a
+        resumed run replays the same groups.
+        """
+        n = round(self.config.replay * len(state.pending) * self.config.tasks_per_batch)
+        if not n or not state.epoch:
+            return []
+        rng = np.random.default_rng([state.sim.render_seed, state.epoch, REPLAY_STREAM])
+        return Pools(state.out / "pools").replay(state.epoch, n, rng)
+
     def done(self, state: GenEnvState) -> bool:
         return False
 
     def summary(self, state: GenEnvState) -> dict:
-        return {"simulator": "learning" if self.config.learning else "random", "epoch": state.epoch,
+        kind = "static" if self.config.static_pool else "learning" if self.config.learning else "random"
+        return {"simulator": kind, "epoch": state.epoch,
                 "sim_updates": state.sim.updates, "sim_kl": simulator_kl(state.sim, state.init_sim), **state.last}

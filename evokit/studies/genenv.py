@@ -1,11 +1,29 @@
-"""GenEnv's studies: the co-evolution loop (learning vs random simulator), data efficiency, and the theory.
+"""GenEnv's studies: the co-evolution loop (learning vs random simulator vs static augmentation) and the theory.
 
-Rows: ``<simulator>/steps.jsonl`` and pools (:func:`evokit.train.train` with :class:`evokit.genenv.GenEnvSource`), ``data_efficiency.jsonl``,
-and the theory's ``signal``/``dead_groups``/``theorem1.jsonl``; notebooks ``genenv_alpha``,
-``genenv_vs_random``, ``genenv_data_efficiency`` and ``genenv_theory``. The agent is the untrained CPU
-learner (GenEnv's loop starts from the base model); the simulator is :class:`evokit.genenv.Simulator`
-with the settings of :class:`evokit.genenv.GenEnvConfig`, whose docstring states how they depart from
-the paper.
+One study, :class:`GenEnvStudy`, serves three notebooks (papers.md, "GenEnv"): ``genenv_alpha``
+(claim 7 of issue 13, the α-zone), ``genenv_vs_random`` (claim 8, fully solved and unsolved tasks
+per batch) and ``genenv_data_efficiency`` (claim 9, the independent benchmark). Per seed it runs
+the same agent, by the same loop (:func:`evokit.train.train` on :class:`evokit.genenv.GenEnvSource`),
+against each *arm*:
+
+* ``learning`` — GenEnv: the simulator trained by RWR on the α-curriculum reward;
+* ``random`` — GenEnv's random-simulator baseline: the same generator, never updated;
+* ``static`` — static augmentation: a fixed set of tasks sampled once from the initial generator
+  (``static_share`` of the loop's task budget, so each is seen about 1/share times).
+
+Every arm's agent also trains on its accumulating pool D_train (``replay``; :class:`evokit.genenv.GenEnvConfig`).
+
+**The agent is pretrained from data, not from p_T** (issue 13, finding 1): per seed a solver is
+pretrained on a seeded corpus of solved steps drawn from the world's frequencies
+(:func:`evokit.solvers.pretrain`, the ``world`` mixture, :data:`evokit.solvers.CORPUS_SIZE` steps),
+as GenEnv starts from a base model; its logits contain no log p_T. The simulator is initialised
+at p_T (it plays the LLM that knows the world); D_T is only reported.
+
+With ``benchmark=True`` each seed's untrained solver and each arm's final agent are scored on the
+independent held-out benchmark (:mod:`evokit.benchmark`, never trained on, checked disjoint from
+every arm's tasks). Rows: ``seed<s>/<arm>/`` (the training runs: ``steps.jsonl``, pools),
+``seed<s>/solver.pt``, ``benchmark_scores.jsonl``; frames and across-seed summaries below
+(intervals from :mod:`evokit.stats`).
 """
 
 from __future__ import annotations
@@ -13,9 +31,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,256 +38,296 @@ import numpy as np
 import pandas as pd
 
 from evokit import genenv
-from evokit.curriculum import RandomOrder, store_envs
-from evokit.difficulty import catalog_reference, score
+from evokit.benchmark import BENCHMARK, benchmark_tasks
 from evokit.genenv import GenEnvConfig, GenEnvSource
 from evokit.grpo import dead_group_probability
-from evokit.learners import PolicyConfig, evaluate, task_plan
-from evokit.lineage import EnvRecord, LineageStore
-from evokit.plan import render
+from evokit.learners import SkillPolicy, evaluate
 from evokit.rows import append_rows, read_rows
-from evokit.seeds import MAX_STEPS, MIN_STEPS, make_seeds
+from evokit.solvers import CORPUS_SIZE, SolverConfig, build_solver, support_reference
+from evokit.stats import difference, interval, verdict
 from evokit.studies.folder import check_study
-from evokit.studies.methods import ROLLOUTS
-from evokit.tasks import Lineage
-from evokit.train import TrainConfig, new_policy, train
+from evokit.train import TrainConfig, final_policy, train
+from evokit.world import CorpusConfig, Mixture
 
-# ============================================================================ GenEnv: the loop
-SIMULATORS = ("learning", "random")
+ARMS = ("learning", "random", "static")
+ARM_LABELS = {"learning": "GenEnv", "random": "random simulator", "static": "static augmentation"}
+BENCH_EVAL_STREAM = 9_100  # the benchmark evaluation's rollout seeds: seed·1000 + this (same for every arm)
 
 
+# ============================================================================ the study
 @dataclass(frozen=True)
-class GenEnvSizes:
-    """A GenEnv run's sizes: an epoch is ``batches_per_epoch`` batches of ``tasks_per_batch`` tasks, each tried
-    ``rollouts`` times (the GRPO group). A study's config is what ``study.json`` records and a notebook overrides."""
+class GenEnvStudy:
+    """GenEnv's loop over ``seeds`` seeds (``first_seed``, …): the config ``study.json`` records, a notebook overrides.
 
-    epochs: int = 12
-    batches_per_epoch: int = 16
-    tasks_per_batch: int = 1
-    rollouts: int = 5
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class GenEnvStudy(GenEnvSizes):
-    """GenEnv's loop with the learning simulator and the random one."""
-
-    simulators: tuple[str, ...] = SIMULATORS
-
-
-def genenv_study(results_dir: str | Path, study: GenEnvStudy = GenEnvStudy(), *, workers: int = 2) -> Path:
-    """GenEnv's co-evolution loop with the learning simulator and the random (never updated) one.
-
-    Rows: ``<simulator>/steps.jsonl`` (one per epoch) and the two pools (:func:`evokit.train.train` on
-    :class:`evokit.genenv.GenEnvSource`); read them with :func:`genenv_frame`.
+    An epoch is ``batches_per_epoch`` batches of ``tasks_per_batch`` tasks, each tried ``rollouts``
+    times (the GRPO group), so p̂ of a batch is over ``tasks_per_batch × rollouts`` rollouts.
+    ``arms`` and ``benchmark`` only add runs and rows, so notebooks with other ``arms`` may share a
+    folder; every other field must match (:func:`evokit.studies.folder.check_study`).
     """
+
+    seeds: int = 5
+    first_seed: int = 0
+    epochs: int = 6
+    batches_per_epoch: int = 2
+    tasks_per_batch: int = 2
+    rollouts: int = 5
+    replay: float = 1.0  # D_train groups per new group in the agent's update
+    static_share: float = 0.5  # static augmentation's fixed tasks, as a share of the tasks the loop serves
+    corpus_size: int = CORPUS_SIZE  # solved steps the base solver is pretrained on
+    benchmark_rollouts: int = 1  # rollouts per benchmark task
+    arms: tuple[str, ...] = ("learning", "random")
+    benchmark: bool = False
+
+    def __post_init__(self):
+        unknown = sorted(set(self.arms) - set(ARMS))
+        if unknown or self.seeds < 1 or self.epochs < 1 or not 0 < self.static_share <= 1:
+            raise ValueError(f"GenEnvStudy: arms from {ARMS}, seeds ≥ 1, epochs ≥ 1, 0 < static_share ≤ 1; got {self}")
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.seeds))
+
+    @property
+    def tasks_per_epoch(self) -> int:
+        return self.batches_per_epoch * self.tasks_per_batch
+
+    def key(self) -> dict:
+        """What must match to reuse a folder: everything but ``arms`` and ``benchmark`` (they only add rows)."""
+        return {"study": "genenv", **{k: v for k, v in asdict(self).items() if k not in ("arms", "benchmark")}}
+
+
+#: Smoke sizes (make check; 5 seeds, smaller runs: trade size per seed for seeds) and the paper's
+#: epoch and batch sizes (10 epochs, batches of 64 tasks as 16 × 4, 4 rollouts each), outside CI.
+SMOKE = GenEnvStudy()
+FULL = GenEnvStudy(epochs=10, batches_per_epoch=16, tasks_per_batch=4, rollouts=4, benchmark_rollouts=8)
+
+
+def base_solver_config(seed: int, corpus_size: int = CORPUS_SIZE) -> SolverConfig:
+    """The base agent of seed ``seed``: a solver pretrained on the world's frequencies (``world`` mixture)."""
+    return SolverConfig("genenv-base", CorpusConfig(Mixture("world"), corpus_size, seed=seed), seed=seed)
+
+
+def base_solver(out: Path, seed: int, corpus_size: int) -> SkillPolicy:
+    """Pretrain (or load) seed ``seed``'s base solver; cached in ``out/solver.pt``."""
+    path = out / "solver.pt"
+    if path.exists():
+        return SkillPolicy.load(path, support_reference())
+    out.mkdir(parents=True, exist_ok=True)
+    policy = build_solver(base_solver_config(seed, corpus_size)).policy
+    tmp = out / ".solver.pt.tmp"
+    policy.save(tmp)
+    os.replace(tmp, path)
+    return policy
+
+
+def arm_config(study: GenEnvStudy, arm: str) -> GenEnvConfig:
+    """The environment side of ``arm`` (module docstring)."""
+    static = max(study.tasks_per_batch, round(study.static_share * study.epochs * study.tasks_per_epoch))
+    return GenEnvConfig(tasks_per_batch=study.tasks_per_batch, learning=arm == "learning", replay=study.replay,
+                        static_pool=static if arm == "static" else 0)
+
+
+def genenv_study(results_dir: str | Path, study: GenEnvStudy = SMOKE, *, workers: int = 2) -> Path:
+    """Run (or resume) every seed × arm of ``study``, then, with ``benchmark``, the benchmark scores."""
     out = Path(results_dir)
-    unknown = sorted(set(study.simulators) - set(SIMULATORS))
-    if unknown:
-        raise ValueError(f"unknown simulators {unknown}; choose from {SIMULATORS}")
-    check_study(out, {"study": "genenv", **asdict(study)})
-    for sim in study.simulators:
-        _genenv_run(out / sim, epochs=study.epochs, batches_per_epoch=study.batches_per_epoch,
-                    tasks_per_batch=study.tasks_per_batch, rollouts=study.rollouts, seed=study.seed, workers=workers, learning=sim == "learning")
+    check_study(out, study.key())
+    for seed in study.seed_list:
+        init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
+        for arm in study.arms:
+            cfg = TrainConfig(steps=study.epochs, tasks_per_step=study.tasks_per_epoch, group_size=study.rollouts,
+                              seed=seed, workers=workers, eval_every=0)
+            train(GenEnvSource(arm_config(study, arm)), init.config, out / f"seed{seed}" / arm, cfg,
+                  init_policy=init, progress=False)
+    if study.benchmark:
+        _score_benchmark(out, study, workers)
     return out
 
 
-def _genenv_run(out: Path, *, epochs: int, batches_per_epoch: int, tasks_per_batch: int, rollouts: int, seed: int,
-                workers: int, learning: bool) -> Path:
-    """One GenEnv run of the CPU learner: an epoch is a step of ``batches_per_epoch`` × ``tasks_per_batch`` tasks."""
-    cfg = TrainConfig(steps=epochs, tasks_per_step=batches_per_epoch * tasks_per_batch, group_size=rollouts,
-                      seed=seed, workers=workers, eval_every=0)
-    source = GenEnvSource(GenEnvConfig(tasks_per_batch=tasks_per_batch, learning=learning))
-    return train(source, PolicyConfig(), out, cfg, progress=False)
+def _score_benchmark(out: Path, study: GenEnvStudy, workers: int) -> None:
+    trained = {f"seed{s}/{a}": sorted((out / f"seed{s}" / a / "tasks").iterdir())
+               for s in study.seed_list for a in study.arms}
+    bench = benchmark_tasks(out / "benchmark", BENCHMARK, disjoint_from=trained, workers=workers)
+    rows_path = out / "benchmark_scores.jsonl"
+    done = {(r["seed"], r["arm"]) for r in read_rows(rows_path)}
+    for seed in study.seed_list:
+        init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
+        for arm in ("untrained", *study.arms):
+            if (seed, arm) in done:
+                continue
+            policy = init if arm == "untrained" else final_policy(out / f"seed{seed}" / arm, init.config, seed)
+            score = evaluate(policy, bench, n=study.benchmark_rollouts, seed=seed * 1000 + BENCH_EVAL_STREAM,
+                             workers=workers)
+            append_rows(rows_path, [{"seed": seed, "arm": arm, "score": score, "tasks": len(bench),
+                                     "rollouts": study.benchmark_rollouts}])
 
 
+# ============================================================================ frames
 def genenv_frame(results_dir: str | Path) -> pd.DataFrame:
-    """One row per (simulator, epoch): success on generated tasks, R_env, kept share, solved counts, lengths."""
+    """One row per (seed, arm, epoch) from the runs' ``steps.jsonl``.
+
+    ``fully_solved_per_batch`` / ``unsolved_per_batch`` count the epoch's *served* tasks whose
+    rollouts all pass / all fail, per batch (replayed D_train groups are not counted).
+    """
     rows = []
-    for sim in SIMULATORS:
-        run = Path(results_dir) / sim
-        if not run.exists():
-            continue
-        run_cfg = json.loads((run / "config.json").read_text())
-        per_epoch = run_cfg["config"]["tasks_per_step"]
-        batches = per_epoch // run_cfg["source"]["config"]["tasks_per_batch"]
-        for r in read_rows(run / "steps.jsonl"):
-            g = r["scheduler"]  # the GenEnv source's summary after this epoch's batch step
-            rows.append({"simulator": sim, "epoch": r["step"] + 1, "success": g["success"], "r_env": g["r_env"],
-                         "kept_share": g["kept_share"], "fully_solved": r["fully_solved"], "unsolved": r["unsolved"],
-                         "tasks": per_epoch, "batches": batches,
-                         "fully_solved_share": r["fully_solved"] / per_epoch, "unsolved_share": r["unsolved"] / per_epoch,
-                         "mean_length": g["mean_length"], "turns": r["turns"], "sim_kl": g["sim_kl"],
-                         "mean_d_theta": r.get("mean_d_theta", float("nan")), "mean_d_t": r.get("mean_d_t", float("nan"))})
+    for run in sorted(Path(results_dir).glob("seed*/*/steps.jsonl")):
+        seed, arm = int(run.parent.parent.name.removeprefix("seed")), run.parent.name
+        run_cfg = json.loads((run.parent / "config.json").read_text())
+        batches = run_cfg["config"]["tasks_per_step"] // run_cfg["source"]["config"]["tasks_per_batch"]
+        for r in read_rows(run):
+            g, served = r["scheduler"], r["served"]
+            full = sum(bool(s["n"]) and s["successes"] == s["n"] for s in served)
+            none = sum(bool(s["n"]) and s["successes"] == 0 for s in served)
+            rows.append({"seed": seed, "arm": arm, "epoch": r["step"] + 1, "success": g["success"],
+                         "r_env": g["r_env"], "kept_share": g["kept_share"], "batches": batches,
+                         "fully_solved_per_batch": full / batches, "unsolved_per_batch": none / batches,
+                         "plan_length": g["mean_length"], "turns": r["turns"], "sim_kl": g["sim_kl"],
+                         "weights_n": g["weights_n"], "weights_levels": g["weights_levels"],
+                         "weights_min": g["weights_min"], "weights_max": g["weights_max"],
+                         "weights_std": g["weights_std"], "pool_weights_levels": g["pool_weights_levels"],
+                         "pool_weights_min": g["pool_weights_min"], "pool_weights_max": g["pool_weights_max"],
+                         "pool_weights_std": g["pool_weights_std"], "d_train_groups": g["d_train_groups"],
+                         "replayed": r.get("replayed", 0), "mean_d_theta": r["mean_d_theta"]})
+    return pd.DataFrame(rows).sort_values(["arm", "seed", "epoch"], ignore_index=True)
+
+
+def benchmark_frame(results_dir: str | Path) -> pd.DataFrame:
+    """Rows (seed, arm, score): each seed's untrained solver and each arm's final agent on the benchmark."""
+    return pd.DataFrame(read_rows(Path(results_dir) / "benchmark_scores.jsonl"))
+
+
+def epoch_bands(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per (arm, epoch): the across-seed mean of ``column`` and its bootstrap interval (for the figures' bands)."""
+    rows = []
+    for (arm, epoch), g in frame.groupby(["arm", "epoch"]):
+        iv = interval(g[column].tolist(), min_n=1, name=f"{arm} epoch {epoch} {column}")
+        rows.append({"arm": arm, "epoch": int(epoch), "estimate": iv.estimate, "lo": iv.lo, "hi": iv.hi, "n": iv.n})
     return pd.DataFrame(rows)
 
 
-def genenv_summary(frame: pd.DataFrame, last: int = 3, zone: tuple[float, float] = (0.4, 0.6),
-                   band: float = 0.1) -> dict:
-    """Per simulator: success per epoch and over the last ``last`` epochs, first epoch in the zone, solved counts.
+# ============================================================================ summaries
+def format_interval(iv: dict, digits: int = 3) -> str:
+    """``estimate [lo, hi]`` of an interval dict (:meth:`evokit.stats.Interval.as_dict`), for the notebooks' prose."""
+    return f"{iv['estimate']:.{digits}f} [{iv['lo']:.{digits}f}, {iv['hi']:.{digits}f}]"
 
-    ``settled`` is GenEnv's "enters the zone and stays there" made checkable: the mean success of the
-    last ``last`` epochs lies in ``zone`` and each of those epochs lies within ``band`` of it (an epoch's
-    success is a mean over a few generated tasks, so single epochs are noisy).
+
+def last_third(epochs: int) -> int:
+    """How many final epochs "the last third of epochs" is (at least one)."""
+    return max(1, round(epochs / 3))
+
+
+def _per_seed(frame: pd.DataFrame, arm: str, fn) -> dict[int, float]:
+    return {int(s): float(fn(g.sort_values("epoch"))) for s, g in frame[frame.arm == arm].groupby("seed")}
+
+
+def _paired(a: dict, b: dict, name: str) -> dict:
+    seeds = sorted(set(a) & set(b))
+    iv = difference([a[s] for s in seeds], [b[s] for s in seeds], paired=True, name=name)
+    return {**iv.as_dict(), "sign": verdict(iv), "seeds": seeds}
+
+
+def alpha_summary(frame: pd.DataFrame, zone: tuple[float, float], share: float = 0.8) -> dict:
+    """Claim 7: success over the last third in ``zone`` for ≥ ``share`` of seeds (learning), not so for random,
+    and the learning simulator's mean plan length over the last third not below its first epoch's.
+
+    "Not below" reads the across-seed interval of (last third − first epoch): it must not lie
+    entirely below 0. ``reproduced`` is "yes" only if all three parts hold, else "no".
     """
-    out = {}
-    for sim, g in frame.groupby("simulator"):
-        g = g.sort_values("epoch")
-        inside = g[(g.success >= zone[0]) & (g.success <= zone[1])]
-        tail = g.success.tail(last)
-        mean_last = float(tail.mean())
-        out[sim] = {"epochs": len(g), "success": [round(float(x), 4) for x in g.success],
-                    "success_last": mean_last, "success_last_min": float(tail.min()),
-                    "success_last_max": float(tail.max()), "success_first": float(g.success.iloc[0]),
-                    "settled": bool(zone[0] <= mean_last <= zone[1] and tail.min() >= zone[0] - band
-                                    and tail.max() <= zone[1] + band),
-                    "first_epoch_in_zone": int(inside.epoch.iloc[0]) if len(inside) else None,
-                    "epochs_in_zone": int(len(inside)),
-                    "fully_solved_per_batch": float((g.fully_solved / g.batches).mean()),
-                    "unsolved_per_batch": float((g.unsolved / g.batches).mean()),
-                    "length_first": float(g.mean_length.iloc[0]), "length_last": float(g.mean_length.tail(last).mean()),
-                    "length": [round(float(x), 3) for x in g.mean_length],
-                    "d_theta": [round(float(x), 3) for x in g.mean_d_theta],
-                    "turns_first": float(g.turns.iloc[0]), "turns_last": float(g.turns.tail(last).mean()),
-                    "sim_kl_last": float(g.sim_kl.iloc[-1])}
+    epochs = int(frame.epoch.max())
+    k = last_third(epochs)
+    out: dict = {"last_epochs": k, "zone": list(zone), "share_needed": share}
+    for arm in sorted(set(frame.arm) & {"learning", "random"}):
+        last = _per_seed(frame, arm, lambda g: g.success.tail(k).mean())
+        inside = {s: bool(zone[0] <= v <= zone[1]) for s, v in last.items()}
+        length_change = _per_seed(frame, arm, lambda g: g.plan_length.tail(k).mean() - g.plan_length.iloc[0])
+        iv_len = interval(list(length_change.values()), name=f"{arm} length change")
+        out[arm] = {"success_last": interval(list(last.values()), name=f"{arm} success").as_dict(),
+                    "success_last_per_seed": last, "in_zone_per_seed": inside, "seeds_in_zone": sum(inside.values()),
+                    "seeds": len(inside), "in_zone": sum(inside.values()) >= math.ceil(share * len(inside) - 1e-9),
+                    "success_first": interval(_per_seed(frame, arm, lambda g: g.success.iloc[0]).values(),
+                                              name=f"{arm} first").as_dict(),
+                    "length_first": interval(_per_seed(frame, arm, lambda g: g.plan_length.iloc[0]).values(),
+                                             name=f"{arm} length first").as_dict(),
+                    "length_last": interval(_per_seed(frame, arm, lambda g: g.plan_length.tail(k).mean()).values(),
+                                            name=f"{arm} length last").as_dict(),
+                    "length_change": {**iv_len.as_dict(), "sign": verdict(iv_len)},
+                    "turns_first": float(frame[(frame.arm == arm) & (frame.epoch == 1)].turns.mean()),
+                    "turns_last": float(frame[(frame.arm == arm) & (frame.epoch > epochs - k)].turns.mean())}
     if {"learning", "random"} <= out.keys():
         lr, rd = out["learning"], out["random"]
-        out["learning_vs_random"] = {
-            "fully_solved_pct_more": _pct(lr["fully_solved_per_batch"], rd["fully_solved_per_batch"]),
-            "unsolved_pct_fewer": -_pct(lr["unsolved_per_batch"], rd["unsolved_per_batch"])}
+        parts = {"learning_in_zone": lr["in_zone"], "random_not_in_zone": not rd["in_zone"],
+                 "length_not_below_start": lr["length_change"]["sign"] != "below"}
+        out["parts"] = parts
+        out["reproduced"] = "yes" if all(parts.values()) else "no"
     return out
 
 
-def _pct(new: float, old: float) -> float | None:
-    return 100.0 * (new - old) / old if old else None
+def vs_random_summary(frame: pd.DataFrame) -> dict:
+    """Claim 8: learning − random in fully solved and unsolved tasks per batch (paired over seeds).
 
-
-# ======================================================================== GenEnv: data efficiency
-DATA_METHODS = ("GenEnv", "static augmentation")
-
-
-def _add_task(store: LineageStore, lineage: str, k: int, task_dir: Path) -> None:
-    """Copy a rendered task into ``store`` as (lineage, generation 1, k) (``add_task`` moves its folder)."""
-    if any(e.k == k for e in store.lineage(lineage)):
-        return
-    with tempfile.TemporaryDirectory(dir=store.root, prefix=".work-") as work:
-        folder = Path(work) / "task"
-        shutil.copytree(task_dir, folder, symlinks=True)
-        name, h = store.add_task(folder)
-    plan, render_seed = task_plan(store.root / "tasks" / name)
-    store.add_env(EnvRecord(lineage, 1, k, name, h, None, None, None, {
-        "plan": plan.to_records(), "difficulty": score(plan, catalog_reference()).as_dict(),
-        "source": str(task_dir), "render_seed": render_seed}))
-
-
-def genenv_pool_tasks(run: Path) -> list[Path]:
-    """Tasks of the D_train pool of a :func:`evokit.train.train` GenEnv run (valid traces), in generation order."""
-    names = []
-    for r in read_rows(run / "pools" / genenv.Pools.FILES["d_train"]):
-        if r["task"] not in names:
-            names.append(r["task"])
-    return [run / "tasks" / n for n in names]
-
-
-def static_tasks(out: Path, n: int, *, seed: int, min_len: int, max_len: int) -> list[Path]:
-    """``n`` tasks sampled once from the initial simulator (plans ∝ p_T), rendered into ``out``."""
-    sim = genenv.init_simulator(max_len=max_len, min_len=min_len, render_seed=seed, contexts=("any",))
-    plans = genenv.sample_plans(sim, "any", n, np.random.default_rng([seed, 7_777]))
-    dirs = []
-    for i, plan in enumerate(plans):
-        dest = out / f"static-{i:04d}"
-        if not dest.exists():
-            render(plan, sim.render_seed, dest, lineage=Lineage(generation=1, lineage_id="static"))
-        dirs.append(dest)
-    return dirs
-
-
-@dataclass(frozen=True)
-class DataEfficiencyStudy(GenEnvSizes):
-    """GenEnv's data efficiency: one learning-simulator run's sizes, then the subsets, passes and held-out set."""
-
-    amounts: tuple[int, ...] = (4, 8, 16)
-    passes: int = 2
-    n_heldout: int = 12
-    group_size: int = 8
-    tasks_per_step: int = 2
-    eval_rollouts: int = ROLLOUTS
-    methods: tuple[str, ...] = DATA_METHODS
-    heldout_steps: tuple[int, int] = (MIN_STEPS, MAX_STEPS)
-
-
-def data_efficiency_study(results_dir: str | Path, study: DataEfficiencyStudy = DataEfficiencyStudy(), *,
-                          workers: int = 2) -> Path:
-    """Held-out pass rate vs training tasks: GenEnv's D_train pool vs static augmentation.
-
-    1. One learning-simulator GenEnv run (``genenv/``); its D_train pool's tasks, in a seeded
-       shuffle, give nested subsets of ``amounts`` tasks.
-    2. Static augmentation: as many tasks sampled once from the initial simulator (∝ p_T), never
-       adapted, in the same nested subsets.
-    3. For each method and amount a fresh, untrained learner runs ⌈passes·a / tasks_per_step⌉
-       GRPO steps in random order over the subset and is evaluated once at the end on a fixed
-       held-out set (``n_heldout`` verified seeds of ``heldout_steps`` (min, max) steps made with
-       another seed). Amount 0 is the untrained learner. Rows: ``data_efficiency.jsonl``
-       (amount, method, score, steps).
+    "yes": more fully solved (interval above 0) and fewer unsolved (below 0), the paper's signs;
+    "no": either interval on the other side; "tie" otherwise. Relative changes are in percent of
+    the random simulator's across-seed mean (the paper's +3.5 % / −20.3 %).
     """
-    out = Path(results_dir)
-    unknown = sorted(set(study.methods) - set(DATA_METHODS))
-    if unknown:
-        raise ValueError(f"unknown methods {unknown}; choose from {DATA_METHODS}")
-    check_study(out, {"study": "data_efficiency", **asdict(study)})
-    gcfg = GenEnvConfig(tasks_per_batch=study.tasks_per_batch)
-    run = _genenv_run(out / "genenv", epochs=study.epochs, batches_per_epoch=study.batches_per_epoch,
-                      tasks_per_batch=study.tasks_per_batch, rollouts=study.rollouts, seed=study.seed,
-                      workers=workers, learning=True)
-    pool = genenv_pool_tasks(run)
-    if max(study.amounts) > len(pool):
-        raise ValueError(f"amounts go up to {max(study.amounts)} tasks but the GenEnv pool has {len(pool)}; raise epochs, "
-                         "batches_per_epoch or tasks_per_batch, or lower the amounts")
-    order = np.random.default_rng([study.seed, 4_242]).permutation(len(pool)).tolist()
-    sources = {"GenEnv": [pool[i] for i in order],
-               "static augmentation": static_tasks(out / "static_tasks", len(pool), seed=study.seed,
-                                                   min_len=gcfg.min_len, max_len=gcfg.max_len)}
-    heldout_rows = make_seeds(study.n_heldout, study.seed + 2000, out / "heldout", workers=workers, progress=False,
-                              min_steps=study.heldout_steps[0], max_steps=study.heldout_steps[1])
-    heldout = [out / "heldout" / r["name"] for r in heldout_rows]
-    rows_path = out / "data_efficiency.jsonl"
-    done = {(r["method"], r["amount"]) for r in read_rows(rows_path)}
-    if ("untrained", 0) not in done:
-        rate = evaluate(new_policy(PolicyConfig(), study.seed), heldout, n=study.eval_rollouts, seed=study.seed + 7,
-                        workers=workers)
-        append_rows(rows_path, [{"method": "untrained", "amount": 0, "score": rate, "steps": 0}])
-    for method in study.methods:
-        lineage = "genenv" if method == "GenEnv" else "static"
-        for amount in sorted(study.amounts):
-            if (method, amount) in done:
-                continue
-            store = LineageStore(out / "subsets" / lineage / f"a{amount:04d}" / "store")
-            for k, task in enumerate(sources[method][:amount], 1):
-                _add_task(store, lineage, k, task)
-            n_steps = math.ceil(study.passes * amount / study.tasks_per_step)
-            cfg = TrainConfig(steps=n_steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
-                              seed=study.seed, workers=workers, eval_every=n_steps, eval_rollouts=study.eval_rollouts)
-            run_dir = train(RandomOrder(store_envs(store)), PolicyConfig(), out / "subsets" / lineage /
-                            f"a{amount:04d}" / "train", cfg, eval_tasks=heldout, progress=False)
-            score_ = read_rows(run_dir / "evals.jsonl")[-1]["pass_rate"]
-            append_rows(rows_path, [{"method": method, "amount": amount, "score": score_, "steps": n_steps}])
+    out: dict = {}
+    for col in ("fully_solved_per_batch", "unsolved_per_batch"):
+        per = {arm: _per_seed(frame, arm, lambda g, c=col: g[c].mean()) for arm in ("learning", "random")}
+        d = _paired(per["learning"], per["random"], col)
+        base = float(np.mean(list(per["random"].values())))
+        out[col] = {"learning": interval(list(per["learning"].values()), name=col).as_dict(),
+                    "random": interval(list(per["random"].values()), name=col).as_dict(), "difference": d,
+                    "relative_pct": {k: (100 * d[k] / base if base else None) for k in ("estimate", "lo", "hi")},
+                    "per_seed": per}
+    fs, un = out["fully_solved_per_batch"]["difference"]["sign"], out["unsolved_per_batch"]["difference"]["sign"]
+    out["reproduced"] = ("yes" if (fs, un) == ("above", "below") else
+                         "no" if fs == "below" or un == "above" else "tie")
     return out
 
 
-def data_efficiency_frame(results_dir: str | Path) -> pd.DataFrame:
-    """Rows (method, amount, score, steps); the untrained learner is repeated as amount 0 of every method."""
-    rows = read_rows(Path(results_dir) / "data_efficiency.jsonl")
-    base = [r for r in rows if r["method"] == "untrained"]
-    methods = sorted({r["method"] for r in rows} - {"untrained"})
-    rows = [r for r in rows if r["method"] != "untrained"] + [{**b, "method": m} for b in base for m in methods]
-    return pd.DataFrame(rows).sort_values(["method", "amount"], ignore_index=True)
+def weights_summary(frame: pd.DataFrame) -> dict:
+    """How much the RWR weights of the learning simulator's kept batches differ (issue 13, finding 5)."""
+    g = frame[frame.arm == "learning"]
+    kept = g[g.weights_n > 0]
+    return {"epochs_with_kept_batches": int(len(kept)), "epochs": int(len(g)),
+            "epochs_with_distinct_weights": int((kept.weights_levels >= 2).sum()),
+            "weight_min": float(kept.weights_min.min()) if len(kept) else None,
+            "weight_max": float(kept.weights_max.max()) if len(kept) else None,
+            "mean_within_epoch_std": float(kept.weights_std.mean()) if len(kept) else None,
+            "pool_levels_last": int(g.groupby("seed").pool_weights_levels.last().max()) if len(g) else 0}
 
 
-# ============================================================================= GenEnv: theory
-def theory_study(results_dir: str | Path, *, group_sizes: Sequence[int] = (4, 8, 16),
-                 ns: Sequence[int] = (8, 16, 32, 64, 128, 256, 512),
-                 pairs: Sequence[tuple[float, float]] = ((0.5, 0.9), (0.45, 0.15), (0.6, 0.8)),
-                 trials: int = 20_000, alpha: float = 0.5, beta: float = 20.0, grid: int = 101, seed: int = 0) -> Path:
+def data_efficiency_summary(scores: pd.DataFrame) -> dict:
+    """Claim 9: GenEnv's final benchmark score against static augmentation, the random simulator and untrained.
+
+    Paired differences over seeds (same base solver, same benchmark rollout seeds). "yes": GenEnv
+    above all three (intervals above 0); "no": below any; "tie" otherwise.
+    """
+    per = {arm: {int(r.seed): float(r.score) for r in g.itertuples()} for arm, g in scores.groupby("arm")}
+    out: dict = {"score": {arm: {**interval(list(v.values()), name=arm).as_dict(), "per_seed": v}
+                           for arm, v in per.items()}}
+    others = [a for a in ("static", "random", "untrained") if a in per]
+    out["genenv_minus"] = {a: _paired(per["learning"], per[a], f"GenEnv − {a}") for a in others}
+    signs = [d["sign"] for d in out["genenv_minus"].values()]
+    out["reproduced"] = ("yes" if signs and all(s == "above" for s in signs) else
+                         "no" if "below" in signs else "tie")
+    return out
+
+
+# ============================================================================= theory
+@dataclass(frozen=True)
+class TheoryStudy:
+    """GenEnv's Proposition 1, the dead-group probability and Theorem 1: the grid and Monte Carlo sizes."""
+
+    group_sizes: tuple[int, ...] = (4, 8, 16)
+    ns: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512)
+    pairs: tuple[tuple[float, float], ...] = ((0.5, 0.9), (0.45, 0.15), (0.6, 0.8))  # |p1 − α| < |p2 − α|
+    trials: int = 20_000
+    alpha: float = 0.5
+    beta: float = 20.0
+    grid: int = 101
+    seed: int = 0
+
+
+def theory_study(results_dir: str | Path, study: TheoryStudy = TheoryStudy()) -> Path:
     """Rows for GenEnv's Proposition 1, the dead-group probability and Theorem 1 (pure math, seconds).
 
     * ``signal.jsonl``: p, the gradient-signal proxy p(1−p) and R_env(p) on a grid;
@@ -281,19 +336,19 @@ def theory_study(results_dir: str | Path, *, group_sizes: Sequence[int] = (4, 8,
       bound 4·exp(−(2/9)(Δ2 − Δ1)²·n) and a Monte Carlo estimate of Pr[R_env(p̂1) ≤ R_env(p̂2)]
       (ties counted as violations, as :func:`evokit.genenv.ranking_violation_mc`).
     """
-    out = Path(results_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    p = np.linspace(0.0, 1.0, grid)
-    signal = [{"p": float(x), "signal": float(x * (1 - x)), "r_env": float(genenv.alpha_reward(x, alpha, beta))}
+    out, st = Path(results_dir), study
+    check_study(out, {"study": "genenv_theory", **asdict(st)})
+    p = np.linspace(0.0, 1.0, st.grid)
+    signal = [{"p": float(x), "signal": float(x * (1 - x)), "r_env": float(genenv.alpha_reward(x, st.alpha, st.beta))}
               for x in p]
-    dead = [{"G": int(g), "p": float(x), "dead": float(dead_group_probability(x, g))} for g in group_sizes for x in p]
+    dead = [{"G": int(g), "p": float(x), "dead": float(dead_group_probability(x, g))} for g in st.group_sizes for x in p]
     thm = []
-    for i, (p1, p2) in enumerate(pairs):
-        d1, d2 = abs(p1 - alpha), abs(p2 - alpha)
-        for n in ns:
-            mc = genenv.ranking_violation_mc(p1, p2, n, alpha, beta, trials=trials,
-                                             rng=np.random.default_rng([seed, i, n]))
-            thm.append({"p1": p1, "p2": p2, "delta1": d1, "delta2": d2, "n": int(n), "trials": trials,
+    for i, (p1, p2) in enumerate(st.pairs):
+        d1, d2 = abs(p1 - st.alpha), abs(p2 - st.alpha)
+        for n in st.ns:
+            mc = genenv.ranking_violation_mc(p1, p2, n, st.alpha, st.beta, trials=st.trials,
+                                             rng=np.random.default_rng([st.seed, i, n]))
+            thm.append({"p1": p1, "p2": p2, "delta1": d1, "delta2": d2, "n": int(n), "trials": st.trials,
                         "bound": genenv.theorem1_bound(d1, d2, n), "mc": mc})
     for name, rows in (("signal", signal), ("dead_groups", dead), ("theorem1", thm)):
         tmp = out / f".{name}.jsonl.tmp"

@@ -1,7 +1,7 @@
 """The training studies: EE's curricula and method comparison, GenEnv's loop, data efficiency and theory.
 
 Each study is a frozen config dataclass (``CurriculaStudy``, ``MethodsStudy``, ``GenEnvStudy``,
-``DataEfficiencyStudy``: what ``study.json`` records and what a notebook's parameters override) and
+``TheoryStudy``: what ``study.json`` records and what a notebook's parameters override) and
 one call that computes (or resumes) and writes rows under its results folder; the
 notebooks read the rows and draw. Every step is cached on disk: seeds, lineage stores and training
 runs resume where they stopped (:mod:`evokit.seeds`, :mod:`evokit.evolve`, :mod:`evokit.train`), and
@@ -32,18 +32,18 @@ from evokit.studies.curricula import (
     curricula_summary,
 )
 from evokit.studies.genenv import (
-    DATA_METHODS,
-    SIMULATORS,
-    DataEfficiencyStudy,
+    ARMS,
     GenEnvStudy,
-    data_efficiency_frame,
-    data_efficiency_study,
+    TheoryStudy,
+    alpha_summary,
+    benchmark_frame,
+    data_efficiency_summary,
+    epoch_bands,
     genenv_frame,
-    genenv_pool_tasks,
     genenv_study,
-    genenv_summary,
-    static_tasks,
     theory_study,
+    vs_random_summary,
+    weights_summary,
 )
 from evokit.studies.methods import (
     METHODS,
@@ -58,10 +58,9 @@ from evokit.studies.methods import (
 from evokit.studies.warm_start import EEStudy, learner, seed_pool
 
 __all__ = [
-    "DATA_METHODS", "METHODS", "MIN_FAILED", "ROLLOUTS", "SIMULATORS", "CurriculaStudy", "EEStudy",
-    "DataEfficiencyStudy", "GenEnvStudy", "MethodsStudy",
-    "curricula_frame", "curricula_study", "curricula_summary", "data_efficiency_frame",
-    "data_efficiency_study", "environments_per_method", "genenv_frame",
-    "genenv_pool_tasks", "genenv_study", "genenv_summary", "methods_frame", "methods_study", "pass_rates",
-    "learner", "read_rows", "seed_pool", "static_tasks", "theory_study",
+    "ARMS", "METHODS", "MIN_FAILED", "ROLLOUTS", "CurriculaStudy", "EEStudy", "GenEnvStudy", "MethodsStudy",
+    "TheoryStudy", "alpha_summary", "benchmark_frame", "curricula_frame", "curricula_study",
+    "curricula_summary", "data_efficiency_summary", "environments_per_method", "epoch_bands", "genenv_frame",
+    "genenv_study", "learner", "methods_frame", "methods_study", "pass_rates", "read_rows", "seed_pool",
+    "theory_study", "vs_random_summary", "weights_summary",
 ]
