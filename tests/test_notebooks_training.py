@@ -133,16 +133,21 @@ def test_ee_trajectory_growth(tmp_path, monkeypatch, tmp_path_factory):
 def test_ee_methods(tmp_path, monkeypatch):
     """Claim 6 over 5 runs: peak (after step 0) and final pass rates of each method on the independent benchmark,
     with bootstrap intervals; overlapping intervals are a tie. Equal budgets: each method trained on as many
-    environments as evolution's store holds, in every run.
+    environments as evolution synthesised, in every run, where the ensemble can: f failed seeds give at most
+    2^f − f − 1 merges, so a run whose student fails only 3 of its 5 seeds gets 4 ensemble environments, not 10.
 
-    RESULT_CLAIM6
+    Measured (smoke: 5 runs × 8 steps, seed 0; budget 10): peak evolution 0.610 [0.533, 0.662], co-evolution
+    0.600 [0.528, 0.646], ensemble 0.610 [0.533, 0.656]; final 0.605 / 0.600 / 0.610; step 0 0.600: a tie
+    everywhere (the paper's evolution > co-evolution > ensemble is not reproduced at this scale). The ensemble
+    made 10, 10, 4, 10, 4 environments (runs 0-4): the equal-budget condition held for co-evolution only.
     """
     s = run_notebook("ee_methods", tmp_path, monkeypatch)
     assert set(s["peak"]) == set(s["final"]) == {"evolution", "co-evolution", "ensemble"}
     assert all(_interval_ok(s[w][m]) for w in ("peak", "final") for m in s[w])
     env = s["environments"]
-    assert env["co-evolution"] == env["evolution"] == env["ensemble"]  # the same budget, run by run
-    print(json.dumps({k: s[k] for k in ("peak", "final", "reproduced", "initial")}, indent=1))
+    assert env["co-evolution"] == env["evolution"]  # the same budget, run by run
+    assert all(e <= b for e, b in zip(env["ensemble"], env["evolution"], strict=True))  # never more
+    assert s["reproduced"] == {"peak": "tie", "final": "tie"}
 
 
 def test_genenv_data_efficiency(tmp_path, monkeypatch, genenv_runs):
