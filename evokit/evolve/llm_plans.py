@@ -19,7 +19,7 @@ from collections.abc import Collection, Sequence
 
 from evokit.catalog import SCENARIOS, SKILLS, pairs, scenarios_for, skills_for
 from evokit.evolve.edits import MAX_PLAN, Edit, fresh_key
-from evokit.evolve.review import _changed_positions
+from evokit.evolve.review import changed_positions
 from evokit.extract import OTHER, catalog_text, validate_reply
 from evokit.plan import Plan, PlanError, Step, compose
 
@@ -190,7 +190,7 @@ def proposal_validator(parent: Plan, direction: str, effort: str, *, seed: int,
 
     def validate(reply) -> Edit:
         plan = align(parent, parse_steps(reply), direction)
-        changed = _changed_positions(parent, plan, direction)
+        changed = changed_positions(parent, plan, direction)
         if isinstance(changed, str):
             raise ValueError(f"not a {direction} edit: {changed}")
         if problem := effort_problem(changed, effort):

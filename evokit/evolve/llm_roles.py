@@ -64,7 +64,7 @@ from evokit.evolve.residual import (
     task_files,
     validate_residual,
 )
-from evokit.evolve.review import PlanReviewer, _changed_positions
+from evokit.evolve.review import PlanReviewer, changed_positions
 from evokit.extract import extract, reply_schema
 from evokit.llm import LLMClient, LLMReplyError, prompt
 from evokit.plan import Plan
@@ -124,7 +124,7 @@ class LLMReviewer:
         if not (has_free_text(parent) or has_free_text(child)):
             return self.procedural.review(parent, child, direction, effort, seed=seed, seen=seen), []
         reasons = []
-        changed = _changed_positions(parent, child, direction)
+        changed = changed_positions(parent, child, direction)
         if isinstance(changed, str):
             reasons.append(f"direction: {changed}")
         elif problem := effort_problem(changed, effort):
@@ -142,7 +142,7 @@ class LLMReviewer:
             return reasons
         if skipped:
             log.info("plan with free-text steps: procedural checks skipped: %s", "; ".join(skipped))
-        changed = _changed_positions(parent, child, direction)
+        changed = changed_positions(parent, child, direction)
         passed = "direction, effort, novel" + ("" if skipped else ", valid (it renders), harder (D_T and the term its direction targets rise)")
         text = prompt("evolve_review", parent=plan_json(parent), child=plan_json(child), direction=direction,
                       effort=effort, changed=", ".join(str(c + 1) for c in changed), passed=passed,

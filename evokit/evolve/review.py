@@ -26,7 +26,7 @@ def _core(s: Step) -> tuple:
     return (s.scenario, s.skill)
 
 
-def _changed_positions(parent: Plan, child: Plan, direction: str) -> list[int] | str:
+def changed_positions(parent: Plan, child: Plan, direction: str) -> list[int] | str:
     """Positions of the child that the edit inserted or replaced, or a reason it is not that kind of edit."""
     if direction == "length":
         if len(child) <= len(parent):
@@ -73,7 +73,7 @@ class PlanReviewer:
             compose(child, seed)
         except PlanError as e:
             return [f"valid: {e}"]
-        changed = _changed_positions(parent, child, direction)
+        changed = changed_positions(parent, child, direction)
         if isinstance(changed, str):
             reasons.append(f"direction: {changed}")
         else:
