@@ -1,4 +1,11 @@
-"""EE's difficulty measurement at CPU scale: a reference solver, and its pass rate over 8 rollouts.
+"""A p_T-prior reference solver and its pass rate over 8 rollouts (kept; no notebook measures with it).
+
+Since issue 13 the EE notebooks measure difficulty with the data-pretrained solver population of
+:mod:`evokit.studies.population` (its learners never read p_T). This solver starts *at* p_T, the
+same prior that defines D_T, so a correlation between the two would follow from how it is built;
+it stays for the lineage browser's tests, as the user of the ``"weighted"`` curriculum source, and
+for :func:`env_seed` (the content-keyed rollout seed the population shares). What follows
+describes it as it was used before.
 
 EE (papers.md, "experimental setup") monitors the difficulty of every evolved environment by the
 **pass rate of strong reference models over 8 rollouts**. Here:
@@ -10,7 +17,7 @@ EE (papers.md, "experimental setup") monitors the difficulty of every evolved en
    common techniques well and rare ones less, which is the property a reference model needs here. It
    is a weak solver: it reads only a bag of words of each step's sentence, and after 40 warm-up
    updates it still confuses some common pairs. It is trained once and saved
-   (``reference_solver.pt``); the EE notebooks share one, as EE measures with one set of models.
+   (``reference_solver.pt``).
 2. **Turns.** The learner runs one command per step (it never reads outputs), so its turns equal the
    plan's length.
 3. **Seeds.** EE keeps seeds a frontier model passes at most 4/8; we keep seeds our reference passes at
