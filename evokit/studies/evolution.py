@@ -20,8 +20,10 @@ stated here once (the measurement's own departures are in :mod:`evokit.studies.p
    data (never on p_T), with up to ``attempts`` techniques per step: pass rate and turns are
    measurements. The population's pass rate of an environment is the mean of the three.
 3. **Seeds.** As EE's filter, a seed is kept when an independent solver (the filter solver, not
-   one of A, B, C) passes it at most 4/8 (``seed_pass``); EE also prefers the longer ones, which
-   we do not (our seeds have 2–5 steps).
+   one of A, B, C) passes it at most 4/8 (``seed_pass``), and of those the longer ones: EE asks
+   for ≥ 30 turns on average, a scale our 2–5-step seeds do not have, so the kept candidates are
+   ranked by the filter solver's mean turns, then plan length (:func:`evokit.seeds.select_seeds`,
+   as the curricula's seed pool), out of ``seed_pool`` candidates per kept seed.
 4. **The D_T gate** (:class:`~evokit.evolve.EvolveConfig` ``difficulty_gate``): the procedural
    proposer and reviewer accept only edits that raise D_T and the direction's part of it. It is
    on in ``ee_effort`` (EE's method, its figure shows no D_T) and off where a figure reports D_T
@@ -47,7 +49,7 @@ from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.evolve import EvolveConfig, evolve
 from evokit.rows import append_rows, read_rows
-from evokit.seeds import make_seeds
+from evokit.seeds import make_seeds, select_seeds
 from evokit.studies.evolution_analysis import MUTATIONS, PARTS
 from evokit.studies.folder import PhaseClock, StudyError, check_study
 from evokit.studies.population import ATTEMPTS, FILTER_SOLVER, ROLLOUTS, flat, load_solvers, measure
@@ -71,7 +73,7 @@ class EvolutionStudy:
     rollouts: int = ROLLOUTS
     attempts: int = ATTEMPTS
     seed_pass: tuple[float, float] = (0.0, 0.5)  # EE: keep seeds the filter solver passes ≤ 4/8
-    seed_pool: int = 8  # candidate seed tasks drawn per kept seed, at most
+    seed_pool: int = 8  # candidate seed tasks measured per kept seed; the longest in seed_pass are kept
     measure_seed: int = 0  # rollout seed base of the measurement (keyed by content besides)
 
 
@@ -97,23 +99,20 @@ def store_name(effort: str, direction: str | None) -> str:
 
 def filtered_seeds(out: Path, filter_solver: dict, study: EvolutionStudy, seed: int, solver_dir: Path, *,
                    workers: int, progress: bool) -> list[Path]:
-    """The first ``n_seeds`` verified seeds whose filter-solver pass rate lies in ``seed_pass``, drawn
-    ``n_seeds`` at a time from at most ``seed_pool``·``n_seeds`` seeds (seed i is the same whatever the pool)."""
+    """EE's seed filter: of ``seed_pool``·``n_seeds`` verified candidates, those whose filter-solver pass
+    rate lies in ``seed_pass``, the ``n_seeds`` longest first (:func:`evokit.seeds.select_seeds`: the
+    filter solver's mean turns, then plan length). Candidate i is the same whatever the pool size."""
     lo, hi = study.seed_pass
-    keep: list[Path] = []
-    for k in range(1, study.seed_pool + 1):
-        rows = make_seeds(k * study.n_seeds, seed, out / "seeds", workers=workers, progress=False)
-        m = measure(filter_solver, {r["content_hash"]: out / "seeds" / r["name"] for r in rows}, solver_dir,
-                    rollouts=study.rollouts, attempts=study.attempts, seed=study.measure_seed, workers=workers,
-                    progress=progress, desc=f"seed filter (evolution seed {seed})")
-        keep = [out / "seeds" / r["name"] for r in rows
-                if lo <= m[r["content_hash"]][FILTER_SOLVER.name]["pass_rate"] <= hi]
-        if len(keep) >= study.n_seeds:
-            break
-    if not keep:
-        raise StudyError(f"none of the {study.seed_pool * study.n_seeds} seeds in {out / 'seeds'} has a filter pass "
-                         f"rate in {study.seed_pass}; raise seed_pool")
-    return keep[:study.n_seeds]
+    rows = make_seeds(study.seed_pool * study.n_seeds, seed, out / "seeds", workers=workers, progress=False)
+    m = measure(filter_solver, {r["content_hash"]: out / "seeds" / r["name"] for r in rows}, solver_dir,
+                rollouts=study.rollouts, attempts=study.attempts, seed=study.measure_seed, workers=workers,
+                progress=progress, desc=f"seed filter (evolution seed {seed})")
+    measured = [{"name": r["name"], "length": r["length"], **m[r["content_hash"]][FILTER_SOLVER.name]} for r in rows]
+    in_range = [r for r in measured if lo <= r["pass_rate"] <= hi]
+    if len(in_range) < study.n_seeds:
+        raise StudyError(f"only {len(in_range)} of the {len(rows)} seeds in {out / 'seeds'} have a filter pass rate "
+                         f"in {study.seed_pass}; {study.n_seeds} are needed: raise seed_pool")
+    return [out / "seeds" / r["name"] for r in select_seeds(in_range, study.n_seeds, max_pass=hi)]
 
 
 def evolution_study(results_dir: str | Path, study: EvolutionStudy = EvolutionStudy(), *, workers: int = 2,
