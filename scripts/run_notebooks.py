@@ -7,8 +7,11 @@
 
 Each notebook runs with kernel ``python3`` in the repository root, with ``-p smoke True|False``
 and ``-p results_dir results/<name>`` (smoke) or ``results/full/<name>`` (full), so that a full run
-never mixes its rows with a smoke run's. The script prints each notebook's wall time, writes them
-to ``results/notebook_times.json`` (merged with earlier runs) and exits non-zero if any notebook
+never mixes its rows with a smoke run's. A full run draws its figures into ``figures/full/``
+(``EVOKIT_FIGURES``), beside the smoke figures, and records each notebook's wall time, status and
+sizes (the executed notebook's ``SIZES["full"]`` cell as run) in ``figures/full/runs.json``, which
+is committed with the figures. The script prints each notebook's wall time, writes them to
+``results/notebook_times.json`` (merged with earlier runs) and exits non-zero if any notebook
 failed (the executed copy keeps the traceback).
 """
 
@@ -37,6 +40,30 @@ def notebook_paths(names: list[str]) -> list[Path]:
     return paths
 
 
+def full_sizes(notebook: Path) -> str:
+    """The notebook's sizes cell as written (the ``SIZES = {...}`` literal), so a full run records what it ran."""
+    nb = json.loads(notebook.read_text())
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and "SIZES = " in src:
+            start = src.index("SIZES = ")
+            lines = src[start:].splitlines()
+            end = next((i for i, line in enumerate(lines[1:], 1) if line.startswith("}")), 0)
+            return "\n".join(lines[:end + 1])
+    return ""
+
+
+def record_full_run(name: str, notebook: Path, seconds: float, status: str) -> None:
+    """Merge one full run into ``figures/full/runs.json``: wall time, status, host cores, the sizes cell."""
+    path = ROOT / "figures" / "full" / "runs.json"
+    runs = json.loads(path.read_text()) if path.exists() else {}
+    runs[name] = {"seconds": seconds, "status": status, "cpus": os.cpu_count(),
+                  "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                  "results_dir": f"results/full/{name}", "sizes": full_sizes(notebook)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(runs, indent=2, sort_keys=True) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("names", nargs="*", help="notebook names (default: every notebook in notebooks/)")
@@ -50,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     os.environ.setdefault("MPLBACKEND", "Agg")
     smoke = not args.full
+    if not smoke:
+        os.environ["EVOKIT_FIGURES"] = "figures/full"
     out_dir = ROOT / args.out
     out_dir.mkdir(parents=True, exist_ok=True)
     times_path = ROOT / "results" / "notebook_times.json"
@@ -77,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         times[f"{name}{'' if smoke else ' (full)'}"] = {"seconds": seconds, "status": status, "smoke": smoke}
         times_path.parent.mkdir(parents=True, exist_ok=True)
         times_path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
+        if not smoke:
+            record_full_run(name, path, seconds, status)
     print(f"{len(paths) - len(failed)}/{len(paths)} notebooks ran; times in {times_path.relative_to(ROOT)}")
     if failed:
         print(f"failed: {', '.join(failed)}")
