@@ -510,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)  # a fresh store each run: evolve would resume an old one
     work.mkdir(parents=True)
     for old in [*out.glob("*.png"), out / "report.json"]:  # a failed run must not leave a passing run's files
-        old.unlink()
+        old.unlink(missing_ok=True)
     report, t0 = Report(versions=versions()), time.monotonic()
     try:
         run_checks(out, work, report, args.timeout, not args.no_measure, (args.chromium, args.chromedriver))
