@@ -13,21 +13,27 @@ extras="${1:-dev}"
 # stamp (the browser's few packages are checked on their own, below) and never reinstall each other.
 pip_extras="$(echo ",$extras," | sed -e 's/,browser,/,/g' -e 's/^,//' -e 's/,$//')"
 
+# apt_install WHAT REQUIRED PKGS...: install PKGS as root through apt; without root or apt, say what is
+# missing and how to install it, and stop if REQUIRED is "required" (else go on without WHAT).
+apt_install() {
+  local what="$1" required="$2"; shift 2
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "setup: installing $* ($what)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  else
+    echo "setup: $what needs: sudo apt-get install -y $*" >&2
+    if [ "$required" = required ]; then exit 1; fi
+  fi
+}
+
 need=()
 for tool in bwrap mmdebstrap unshare nsenter slirp4netns keyctl cc; do command -v "$tool" >/dev/null || need+=("$tool"); done
 [ -e /usr/include/linux/capability.h ] || need+=("linux headers")
 if ((${#need[@]})); then
   # gcc + libc6-dev: the sandbox compiles its exec helper (evokit/sandbox/enter.c) on first use.
-  pkgs="bubblewrap mmdebstrap util-linux slirp4netns keyutils gcc libc6-dev"
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "setup: installing $pkgs (missing: ${need[*]})"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
-  else
-    echo "setup: the local sandbox needs: ${need[*]}. Install them with:" >&2
-    echo "    sudo apt-get install -y $pkgs" >&2
-    echo "(evokit's local sandbox also needs root; otherwise use Harbor's docker backend)" >&2
-    exit 1
-  fi
+  # (Without root, evokit's local sandbox cannot run at all: use Harbor's docker backend.)
+  apt_install "the local sandbox (missing: ${need[*]})" required \
+    bubblewrap mmdebstrap util-linux slirp4netns keyutils gcc libc6-dev
 fi
 
 # Registry pulls (evokit.sandbox.registry) need zstd for zstd layers; the tests run a real registry
@@ -36,13 +42,7 @@ fi
 need=()
 for tool in zstd docker-registry openssl umoci skopeo; do command -v "$tool" >/dev/null || need+=("$tool"); done
 if ((${#need[@]})); then
-  pkgs="zstd docker-registry openssl umoci skopeo"
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "setup: installing $pkgs (missing: ${need[*]})"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
-  else
-    echo "setup: registry pulls and their tests need: ${need[*]} (sudo apt-get install -y $pkgs)" >&2
-  fi
+  apt_install "registry pulls and their tests (missing: ${need[*]})" optional zstd docker-registry openssl umoci skopeo
 fi
 
 if [ ! -x .venv/bin/python ]; then
@@ -111,14 +111,7 @@ fi
 # pyproject's `browser` extra pins it.
 if [[ ",$extras," == *",browser,"* ]]; then
   if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
-    pkgs="chromium chromium-driver"
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-      echo "setup: installing $pkgs (the browser check)"
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
-    else
-      echo "setup: the browser check needs Chromium and its driver: sudo apt-get install -y $pkgs" >&2
-      exit 1
-    fi
+    apt_install "the browser check (Chromium and its driver)" required chromium chromium-driver
   fi
   if ! .venv/bin/python -c "import selenium" 2>/dev/null; then
     spec="$(grep -o '"selenium[^"]*"' pyproject.toml | tr -d '"')"
