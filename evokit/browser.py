@@ -104,8 +104,14 @@ def _files_html(root: Path, parts: Sequence[str] = ("instruction.md", "environme
     return "".join(blocks) or "<p><i>no files</i></p>"
 
 
+def cell_text(x) -> str:
+    """A value as the panel shows it (unescaped text): "—" for a missing one, 3 significant digits for a float.
+    scripts/check_browser.py compares what a real browser shows against this."""
+    return "—" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
+
+
 def _fmt(x) -> str:
-    return "—" if x is None else f"{x:.3g}" if isinstance(x, float) else html.escape(str(x))
+    return html.escape(cell_text(x))
 
 
 def describe(store: LineageStore, env: EnvRecord, rows: Sequence[dict] | None = None) -> str:

@@ -102,15 +102,11 @@ def missing_tools(browser: str, driver: str) -> str | None:
 
 
 # ------------------------------------------------------------------------------ the store
-def fmt(x: Any) -> str:
-    """A cell as the panel writes it (evokit.browser._fmt), so expected and shown text compare."""
-    return "—" if x is None else f"{x:.3g}" if isinstance(x, float) else str(x)
-
-
 def build_store(work: Path, measure_rows: bool) -> tuple[Path, Path | None, dict[str, list[dict]]]:
     """A real store (2 seeds × 2 generations), its measured rows, and per lineage what each
     generation's panel must show. The cheapest run of the pipeline that still has a parent to
     diff against and two lineages to switch between."""
+    from evokit.browser import cell_text as fmt
     from evokit.evolve import EvolveConfig, evolve
     from evokit.seeds import make_seeds, seed_dirs
 
