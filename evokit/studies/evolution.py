@@ -108,11 +108,11 @@ def filtered_seeds(out: Path, filter_solver: dict, study: EvolutionStudy, seed: 
                 rollouts=study.rollouts, attempts=study.attempts, seed=study.measure_seed, workers=workers,
                 progress=progress, desc=f"seed filter (evolution seed {seed})")
     measured = [{"name": r["name"], "length": r["length"], **m[r["content_hash"]][FILTER_SOLVER.name]} for r in rows]
-    in_range = [r for r in measured if lo <= r["pass_rate"] <= hi]
-    if len(in_range) < study.n_seeds:
-        raise StudyError(f"only {len(in_range)} of the {len(rows)} seeds in {out / 'seeds'} have a filter pass rate "
-                         f"in {study.seed_pass}; {study.n_seeds} are needed: raise seed_pool")
-    return [out / "seeds" / r["name"] for r in select_seeds(in_range, study.n_seeds, max_pass=hi)]
+    try:
+        kept = select_seeds([r for r in measured if r["pass_rate"] >= lo], study.n_seeds, max_pass=hi)
+    except ValueError as e:  # too few in seed_pass
+        raise StudyError(f"{out / 'seeds'}: {e} (raise seed_pool, or widen seed_pass {study.seed_pass})") from None
+    return [out / "seeds" / r["name"] for r in kept]
 
 
 def evolution_study(results_dir: str | Path, study: EvolutionStudy = EvolutionStudy(), *, workers: int = 2,
