@@ -54,12 +54,15 @@ def full_sizes(notebook: Path) -> str:
 
 
 def record_full_run(name: str, notebook: Path, seconds: float, status: str) -> None:
-    """Merge one full run into ``figures/full/runs.json``: wall time, status, host cores, the sizes cell."""
+    """Merge one full run into ``figures/full/runs.json``: wall time, status, host cores, the sizes cell,
+    and the study config the run recorded in its ``summary.json`` (where the sizes cell only names one)."""
     path = ROOT / "figures" / "full" / "runs.json"
     runs = json.loads(path.read_text()) if path.exists() else {}
+    summary = ROOT / "results" / "full" / name / "summary.json"
+    study = json.loads(summary.read_text()).get("study") if summary.exists() else None
     runs[name] = {"seconds": seconds, "status": status, "cpus": os.cpu_count(),
                   "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  "results_dir": f"results/full/{name}", "sizes": full_sizes(notebook)}
+                  "results_dir": f"results/full/{name}", "sizes": full_sizes(notebook), "study": study}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(runs, indent=2, sort_keys=True) + "\n")
 
