@@ -6,6 +6,9 @@ A. A group of G = 8 rollouts of a verified 3-step procedural task by the CPU lea
    * wall time of the group with ``--workers`` sandboxes in flight (default 2, the machine's cores);
    * the split, measured serially (one rollout at a time, so wall time = time waiting on sandbox
      processes + evokit's own Python): the sandbox share is the floor no policy code can remove.
+C. The learner's step commands (:func:`evokit.learners.step_command`): every step × every skill of
+   its scenario for ``--plans`` seed plans, rendered with one task's shared step renders (as the
+   learner does) against the same renders from scratch, alternating, as a ratio (same process).
 B. The EL scheduler (:mod:`evokit.curriculum`) at the paper's full size (500 lineages × 15
    generations): the cost of one training step's scheduling (sample B tasks, apply B pass rates)
    as a ratio of one rollout's wall time (target: negligible).
@@ -32,9 +35,11 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from evokit import curriculum as C  # noqa: E402
-from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, grpo_update  # noqa: E402
+from evokit.catalog import skills_for  # noqa: E402
+from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, grpo_update, render_command  # noqa: E402
+from evokit.plan import RenderCache, compose  # noqa: E402
 from evokit.sandbox.process import SUBPROCESS_CLOCK  # noqa: E402
-from evokit.seeds import make_seeds, seed_dirs  # noqa: E402
+from evokit.seeds import make_seeds, sample_plan, seed_dirs, seed_specs  # noqa: E402
 
 
 def three_step_task(root: Path) -> Path:
@@ -64,10 +69,31 @@ def scheduler_step_seconds(n_lineages: int = 500, generations: int = 15, batch: 
     return (time.monotonic() - t0) / steps
 
 
+def command_render_seconds(n_plans: int, repeats: int) -> tuple[float, float]:
+    """(seconds with one shared render memo per task, seconds from scratch): the learner's candidate
+    commands of ``n_plans`` seed plans, medians over ``repeats`` alternating rounds."""
+    import random
+
+    filled = [compose(sample_plan(sp, random.Random(sp.index), 3), 3).plan for sp in seed_specs(n_plans, 1)]
+    asks = [(p.to_json(), i, k) for p in filled for i, st in enumerate(p.steps) for k in skills_for(st.scenario)]
+    shared, fresh = [], []
+    for _ in range(repeats):
+        memo: dict[str, RenderCache] = {}
+        t0 = time.monotonic()
+        a = [render_command(p, 3, i, k, cache=memo.setdefault(p, RenderCache())) for p, i, k in asks]
+        shared.append(time.monotonic() - t0)
+        t0 = time.monotonic()
+        b = [render_command(p, 3, i, k) for p, i, k in asks]
+        fresh.append(time.monotonic() - t0)
+        assert a == b, "the shared renders changed a command"
+    return statistics.median(shared), statistics.median(fresh)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--plans", type=int, default=40)
     ap.add_argument("--out", type=Path, default=Path("results/bench/rollout.json"))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -81,6 +107,7 @@ def main() -> None:
     wall_s, sandbox_s = sum(w for w, _ in serial), sum(s for _, s in serial)
     rollout_s = statistics.median(w for w, _ in parallel) / 8
     sched_s = scheduler_step_seconds()
+    shared_s, fresh_s = command_render_seconds(args.plans, args.repeats)
     row = {
         "task": task.name,
         "group_wall_s": round(statistics.median(w for w, _ in parallel), 3),
@@ -90,6 +117,9 @@ def main() -> None:
         "python_share": round(1 - sandbox_s / wall_s, 3),
         "el_step_s": round(sched_s, 6),
         "el_step_over_one_rollout": round(sched_s / rollout_s, 5),
+        "commands_shared_renders_s": round(shared_s, 3),
+        "commands_fresh_renders_s": round(fresh_s, 3),
+        "commands_speedup": round(fresh_s / shared_s, 2),
     }
     print(f"group of 8 rollouts (3-step task {task.name}), {args.workers} workers: {row['group_wall_s']:.2f} s "
           f"(serial {row['serial_group_wall_s']:.2f} s)")
@@ -97,6 +127,8 @@ def main() -> None:
           "(Python includes the learner's forward passes and the GRPO update)")
     print(f"EL scheduling of one step (500 lineages x 15 generations, B = 8): {sched_s * 1e3:.3f} ms = "
           f"{row['el_step_over_one_rollout']:.2e} x one rollout")
+    print(f"the learner's candidate commands of {args.plans} seed plans: {shared_s:.2f} s with each task's shared "
+          f"renders, {fresh_s:.2f} s from scratch ({row['commands_speedup']:.1f}x)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(row, indent=2) + "\n")
     print(json.dumps(row))

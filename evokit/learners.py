@@ -88,7 +88,7 @@ from evokit.grpo import (
     group_stats,
     usable,
 )
-from evokit.plan import Plan, PlanError, Step, compose
+from evokit.plan import Plan, PlanError, RenderCache, Step, compose
 from evokit.rollout import Episode, Rollout, Turn, rollout_group
 from evokit.tasks import read_metadata
 
@@ -249,9 +249,22 @@ def conditional_reference(ref: Reference) -> Reference:
 
 
 # ------------------------------------------------------------------------------ acting in tasks
+@functools.lru_cache(maxsize=1024)
+def _task_renders(plan_json: str, seed: int) -> RenderCache:
+    """One task's step renders, shared by every candidate command of every step: each
+    :func:`step_command` renders the plan's prefix, so without it a step's data were made again
+    for each candidate skill and each later step (same commands, less work: benchmarks/bench_rollout.py)."""
+    return RenderCache()
+
+
 @functools.lru_cache(maxsize=65536)
 def step_command(plan_json: str, seed: int, i: int, skill: str) -> str | None:
     """The shell command of step ``i`` (0-based) done with ``skill``; None if it cannot render there."""
+    return render_command(plan_json, seed, i, skill, cache=_task_renders(plan_json, seed))
+
+
+def render_command(plan_json: str, seed: int, i: int, skill: str, *, cache: RenderCache | None = None) -> str | None:
+    """:func:`step_command` without its memo (``cache``: shared step renders, as :func:`evokit.plan.compose`)."""
     plan = Plan.from_records(*_records(plan_json))
     st = plan.steps[i]
     if skill != st.skill:  # deviation 2: a replaced skill keeps the data and picks its own parameters
@@ -261,7 +274,7 @@ def step_command(plan_json: str, seed: int, i: int, skill: str) -> str | None:
     # the instruction says it is), later steps irrelevant.
     prefix = Plan((*plan.steps[:i], st), plan.goal)
     try:
-        spec = compose(prefix, seed).specs[i]
+        spec = compose(prefix, seed, cache=cache).specs[i]
     except (PlanError, CatalogError):
         return None
     return f"mkdir -p {OUT_DIR} && cd /app && {spec.solution}"

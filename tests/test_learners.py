@@ -22,6 +22,7 @@ from evokit.learners import (
     frozen_copy,
     goal_features,
     grpo_update,
+    render_command,
     step_command,
     step_goals,
     task_difficulty,
@@ -119,6 +120,25 @@ def test_an_early_mistake_propagates(tmp_path):
     exact = SkillPolicy(PolicyConfig(noise=0.0))  # D_θ = D_T under the per-scenario p_T
     assert task_difficulty(exact, task) == pytest.approx(score(filled, conditional_reference(catalog_reference())).total,
                                                          rel=1e-5)
+
+
+def test_step_commands_from_the_shared_renders_equal_fresh_renders():
+    """The per-task render memo behind step_command changes no command: for 24 seed plans of 2–5
+    steps (chained and not), every step × every skill of its scenario, asked in a shuffled order,
+    equals a render from scratch. (A key that confused two steps' data would differ here.)"""
+    import random
+
+    from evokit.catalog import skills_for
+    from evokit.seeds import sample_plan, seed_specs
+
+    asks = []
+    for spec in seed_specs(24, 5):
+        plan = compose(sample_plan(spec, random.Random(spec.index), 11), 11).plan  # filled, as task_plan reads it
+        asks += [(plan.to_json(), 11, i, k) for i, st in enumerate(plan.steps) for k in skills_for(st.scenario)]
+    random.Random(0).shuffle(asks)
+    cached = [step_command(*a) for a in asks]
+    assert cached == [render_command(*a) for a in asks]
+    assert sum(c is not None for c in cached) > len(asks) // 2 and len({a[0] for a in asks}) == 24
 
 
 def fake_groups(policy: SkillPolicy, rewards: list[list[float]]) -> list[list[Rollout]]:
