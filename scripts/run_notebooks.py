@@ -10,7 +10,7 @@ and ``-p results_dir results/<name>`` (smoke) or ``results/full/<name>`` (full),
 never mixes its rows with a smoke run's. A full run draws its figures into ``figures/full/``
 (``EVOKIT_FIGURES``), beside the smoke figures, and records each notebook's wall time, status and
 sizes (the executed notebook's ``SIZES["full"]`` cell as run) in ``figures/full/runs.json``, which
-is committed with the figures. The script prints each notebook's wall time, writes them to
+is committed with the figures (a rerun that only redraws a finished study goes to its ``reruns``). The script prints each notebook's wall time, writes them to
 ``results/notebook_times.json`` (merged with earlier runs) and exits non-zero if any notebook
 failed (the executed copy keeps the traceback).
 """
@@ -55,14 +55,23 @@ def full_sizes(notebook: Path) -> str:
 
 def record_full_run(name: str, notebook: Path, seconds: float, status: str) -> None:
     """Merge one full run into ``figures/full/runs.json``: wall time, status, host cores, the sizes cell,
-    and the study config the run recorded in its ``summary.json`` (where the sizes cell only names one)."""
+    and the study config the run recorded in its ``summary.json`` (where the sizes cell only names one).
+
+    A full study resumes from its rows, so running a finished notebook again (e.g. to redraw a figure)
+    takes seconds: such a run, with the same sizes and study, is appended to ``reruns`` and the first
+    successful run's time, the one that computed the rows, stays. Other sizes start a new record.
+    """
     path = ROOT / "figures" / "full" / "runs.json"
     runs = json.loads(path.read_text()) if path.exists() else {}
     summary = ROOT / "results" / "full" / name / "summary.json"
     study = json.loads(summary.read_text()).get("study") if summary.exists() else None
-    runs[name] = {"seconds": seconds, "status": status, "cpus": os.cpu_count(),
-                  "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                  "results_dir": f"results/full/{name}", "sizes": full_sizes(notebook), "study": study}
+    now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    sizes, old = full_sizes(notebook), runs.get(name)
+    if old is not None and old.get("status") == "ok" and (old.get("sizes"), old.get("study")) == (sizes, study):
+        old.setdefault("reruns", []).append({"finished": now, "seconds": seconds, "status": status})
+    else:
+        runs[name] = {"seconds": seconds, "status": status, "cpus": os.cpu_count(), "finished": now,
+                      "results_dir": f"results/full/{name}", "sizes": sizes, "study": study}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(runs, indent=2, sort_keys=True) + "\n")
 

@@ -1,0 +1,53 @@
+"""scripts/run_notebooks.py's record of full runs (figures/full/runs.json): the time that computed a
+study's rows survives a rerun that only redraws it, and other sizes start a new record."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_script(root: Path):
+    spec = importlib.util.spec_from_file_location("run_notebooks", ROOT / "scripts" / "run_notebooks.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.ROOT = root  # a scratch repository root: figures/full and results/full under tmp_path
+    return mod
+
+
+def notebook(path: Path, runs: int) -> Path:
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": f'SIZES = {{\n    "smoke": {{"runs": 2}},\n    "full": {{"runs": {runs}}},\n}}\n'}
+    path.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def test_a_rerun_keeps_the_computing_runs_time_and_other_sizes_replace_it(tmp_path):
+    rn = load_script(tmp_path)
+    summary = tmp_path / "results" / "full" / "demo" / "summary.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text(json.dumps({"study": {"runs": 5}}))
+    nb = notebook(tmp_path / "demo.ipynb", 5)
+    runs_json = tmp_path / "figures" / "full" / "runs.json"
+
+    rn.record_full_run("demo", nb, 7000.0, "ok")
+    rn.record_full_run("demo", nb, 12.5, "ok")  # the same study again: it only redraws
+    rec = json.loads(runs_json.read_text())["demo"]
+    assert rec["seconds"] == 7000.0 and rec["study"] == {"runs": 5} and '"runs": 5' in rec["sizes"]
+    assert [r["seconds"] for r in rec["reruns"]] == [12.5]
+
+    rn.record_full_run("demo", notebook(nb, 9), 900.0, "ok")  # other sizes: a new first run
+    rec = json.loads(runs_json.read_text())["demo"]
+    assert rec["seconds"] == 900.0 and "reruns" not in rec and '"runs": 9' in rec["sizes"]
+
+
+def test_a_failed_first_run_is_replaced_by_the_next(tmp_path):
+    rn = load_script(tmp_path)
+    nb = notebook(tmp_path / "demo.ipynb", 5)
+    rn.record_full_run("demo", nb, 30.0, "failed")
+    rn.record_full_run("demo", nb, 8000.0, "ok")
+    rec = json.loads((tmp_path / "figures" / "full" / "runs.json").read_text())["demo"]
+    assert (rec["seconds"], rec["status"]) == (8000.0, "ok") and "reruns" not in rec
