@@ -1,4 +1,5 @@
-"""Speed of one GRPO group with the CPU-scale learner, and the EL scheduler's cost next to it.
+"""Speed of one GRPO group with the CPU-scale learner, the EL scheduler's cost next to it, and the
+learner's render memo.
 
 A. A group of G = 8 rollouts of a verified 3-step procedural task by the CPU learner
    (:class:`evokit.learners.SkillPolicy`), each rollout a real episode in a fresh sandbox judged by
@@ -6,12 +7,16 @@ A. A group of G = 8 rollouts of a verified 3-step procedural task by the CPU lea
    * wall time of the group with ``--workers`` sandboxes in flight (default 2, the machine's cores);
    * the split, measured serially (one rollout at a time, so wall time = time waiting on sandbox
      processes + evokit's own Python): the sandbox share is the floor no policy code can remove.
-C. The learner's step commands (:func:`evokit.learners.step_command`): every step × every skill of
-   its scenario for ``--plans`` seed plans, rendered with one task's shared step renders (as the
-   learner does) against the same renders from scratch, alternating, as a ratio (same process).
 B. The EL scheduler (:mod:`evokit.curriculum`) at the paper's full size (500 lineages × 15
    generations): the cost of one training step's scheduling (sample B tasks, apply B pass rates)
    as a ratio of one rollout's wall time (target: negligible).
+C. The learner's step commands (:func:`evokit.learners.step_command`): every step × every skill of
+   its scenario for ``--plans`` seed plans, rendered with one task's shared step renders (as the
+   learner does) against the same renders from scratch, alternating, as a ratio (same process).
+D. The same memo in a measurement as the EE studies make it (:func:`evokit.studies.population.measure`:
+   solver A, 8 rollouts per environment, 4 environments at once) of ``--envs`` environments evolved
+   from 4 seeds (5 high-effort generations), with the memo and with a fresh one per command,
+   alternating in this process; the measurements must be identical.
 
     .venv/bin/python benchmarks/bench_rollout.py [--repeats 3] [--workers 2]
 
@@ -36,6 +41,7 @@ import torch  # noqa: E402
 
 from evokit import curriculum as C  # noqa: E402
 from evokit.catalog import skills_for  # noqa: E402
+from evokit.evolve import EvolveConfig, evolve  # noqa: E402
 from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, grpo_update, render_command  # noqa: E402
 from evokit.plan import RenderCache, compose  # noqa: E402
 from evokit.sandbox.process import SUBPROCESS_CLOCK  # noqa: E402
@@ -89,11 +95,47 @@ def command_render_seconds(n_plans: int, repeats: int) -> tuple[float, float]:
     return statistics.median(shared), statistics.median(fresh)
 
 
+def measurement_seconds(n_envs: int, repeats: int) -> tuple[float, float]:
+    """(seconds with the learner's per-task render memo, seconds with none): one population
+    measurement of ``n_envs`` seeds by solver A from an empty cache, medians over alternating rounds."""
+    import shutil
+
+    import evokit.learners as learners
+    from evokit.solvers import build_solver
+    from evokit.studies.population import measure
+
+    root = Path(tempfile.mkdtemp(prefix="evokit-bench-measure-"))
+    # Evolved environments, as the EE studies measure (their plans grow over generations, and each
+    # step's candidate commands render the prefix before it): 4 seeds × 5 high-effort generations.
+    make_seeds(4, 5, root / "seeds", progress=False)
+    store = evolve(seed_dirs(root / "seeds"), root / "store", EvolveConfig(generations=5, effort="high", seed=0),
+                   workers=2, progress=False)
+    tasks = {e.content_hash: store.path(e) for e in store.envs()[:n_envs]}
+    solver = build_solver("A")
+    memo = learners._task_renders
+    times: dict[bool, list[float]] = {True: [], False: []}
+    results = []
+    for r in range(repeats):
+        for shared in (True, False):
+            learners._task_renders = memo if shared else (lambda plan_json, seed: learners.RenderCache())
+            learners.step_command.cache_clear()
+            memo.cache_clear()
+            cache = root / f"cache-{r}-{shared}"
+            shutil.rmtree(cache, ignore_errors=True)
+            t0 = time.monotonic()
+            results.append(measure({"A": solver}, tasks, cache, workers=4, progress=False))
+            times[shared].append(time.monotonic() - t0)
+    learners._task_renders = memo
+    assert all(m == results[0] for m in results), "the render memo changed a measurement"
+    return statistics.median(times[True]), statistics.median(times[False])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--plans", type=int, default=40)
+    ap.add_argument("--envs", type=int, default=24)
     ap.add_argument("--out", type=Path, default=Path("results/bench/rollout.json"))
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -108,6 +150,7 @@ def main() -> None:
     rollout_s = statistics.median(w for w, _ in parallel) / 8
     sched_s = scheduler_step_seconds()
     shared_s, fresh_s = command_render_seconds(args.plans, args.repeats)
+    measure_memo_s, measure_fresh_s = measurement_seconds(args.envs, max(2, args.repeats - 1))
     row = {
         "task": task.name,
         "group_wall_s": round(statistics.median(w for w, _ in parallel), 3),
@@ -120,6 +163,10 @@ def main() -> None:
         "commands_shared_renders_s": round(shared_s, 3),
         "commands_fresh_renders_s": round(fresh_s, 3),
         "commands_speedup": round(fresh_s / shared_s, 2),
+        "measurement_envs": args.envs,
+        "measurement_memo_s": round(measure_memo_s, 2),
+        "measurement_fresh_s": round(measure_fresh_s, 2),
+        "measurement_speedup": round(measure_fresh_s / measure_memo_s, 2),
     }
     print(f"group of 8 rollouts (3-step task {task.name}), {args.workers} workers: {row['group_wall_s']:.2f} s "
           f"(serial {row['serial_group_wall_s']:.2f} s)")
@@ -129,6 +176,8 @@ def main() -> None:
           f"{row['el_step_over_one_rollout']:.2e} x one rollout")
     print(f"the learner's candidate commands of {args.plans} seed plans: {shared_s:.2f} s with each task's shared "
           f"renders, {fresh_s:.2f} s from scratch ({row['commands_speedup']:.1f}x)")
+    print(f"a population measurement of {args.envs} evolved environments (solver A, 8 rollouts each): {measure_memo_s:.1f} s with "
+          f"the memo, {measure_fresh_s:.1f} s without ({row['measurement_speedup']:.2f}x, identical measurements)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(row, indent=2) + "\n")
     print(json.dumps(row))
