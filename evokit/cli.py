@@ -323,27 +323,29 @@ def serve_llm(
     plumbing, not for good tasks: point --model at a bigger GGUF file for that.
     """
     import signal
-    import threading
+    import time
 
     from evokit.local_llm import LocalServer
 
     if model is not None and not model.is_file():
         raise UserError(f"--model {model}: no such file (give a .gguf model file, or leave --model out for SmolLM2)")
     srv = LocalServer(model, n_ctx=n_ctx, n_threads=threads, port=port, log=log, die_with_parent=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     console.print(f"[dim]starting llama.cpp server with {srv.model.name} ({srv.n_threads} thread(s))…")
     srv.start()
+    # Once serving, Ctrl-C and SIGTERM only raise a flag. A KeyboardInterrupt raised inside
+    # Popen.poll() can leave the Popen's wait lock held, and stop()'s wait() then hangs (seen once
+    # under load); a handler that set a threading.Event could deadlock on the Event's own lock.
+    signals: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: signals.append(signum))
     try:
         print(f"--model {srv.model_name} --api-base {srv.api_base}", flush=True)
         console.print("[dim]serving; Ctrl-C stops it")
-        while not stop.is_set() and srv.proc is not None and srv.proc.poll() is None:
-            stop.wait(0.5)
-        if srv.proc is not None and srv.proc.poll() is not None and not stop.is_set():
+        while not signals and srv.proc is not None and srv.proc.poll() is None:
+            time.sleep(0.2)
+        if not signals and srv.proc is not None and srv.proc.poll() is not None:
             raise RuntimeError(f"the llama.cpp server exited with {srv.proc.returncode}"
                                + (f" (log: {log})" if log else " (pass --log FILE to see why)"))
-    except KeyboardInterrupt:
-        pass
     finally:
         srv.stop()
     console.print("[dim]server stopped")

@@ -14,6 +14,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -217,7 +218,7 @@ def test_rollout_and_export_traces(tmp_path):
 def test_serve_llm_prints_its_endpoint_and_stops_cleanly_on_ctrl_c(tmp_path):
     """`evokit serve-llm` starts the bundled llama.cpp + SmolLM2 endpoint, prints the --model/--api-base
     to pass to other commands, answers on that endpoint, and on Ctrl-C (SIGINT) stops the server and
-    exits 0, leaving nothing listening."""
+    exits 0, leaving nothing listening — also when Ctrl-C is pressed again while it stops (a burst of 5)."""
     import signal
     import urllib.request
 
@@ -235,7 +236,9 @@ def test_serve_llm_prints_its_endpoint_and_stops_cleanly_on_ctrl_c(tmp_path):
         assert api_base.startswith("http://127.0.0.1:") and api_base.endswith("/v1")
         models = json.loads(urllib.request.urlopen(f"{api_base}/models", timeout=30).read())
         assert models["data"][0]["id"] == line.split()[1]  # completions: tests/test_llm_roles.py, test_extract.py
-        proc.send_signal(signal.SIGINT)
+        for _ in range(5):
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.05)
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
