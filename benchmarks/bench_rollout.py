@@ -97,7 +97,7 @@ def command_render_seconds(n_plans: int, repeats: int) -> tuple[float, float]:
 
 def measurement_seconds(n_envs: int, repeats: int) -> tuple[float, float]:
     """(seconds with the learner's per-task render memo, seconds with none): one population
-    measurement of ``n_envs`` seeds by solver A from an empty cache, medians over alternating rounds."""
+    measurement of ``n_envs`` evolved environments by solver A from an empty cache, medians over alternating rounds."""
     import shutil
 
     import evokit.learners as learners
@@ -117,7 +117,7 @@ def measurement_seconds(n_envs: int, repeats: int) -> tuple[float, float]:
     results = []
     for r in range(repeats):
         for shared in (True, False):
-            learners._task_renders = memo if shared else (lambda plan_json, seed: learners.RenderCache())
+            learners._task_renders = memo if shared else (lambda plan_json, seed: RenderCache())
             learners.step_command.cache_clear()
             memo.cache_clear()
             cache = root / f"cache-{r}-{shared}"

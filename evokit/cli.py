@@ -332,9 +332,10 @@ def serve_llm(
     srv = LocalServer(model, n_ctx=n_ctx, n_threads=threads, port=port, log=log, die_with_parent=True)
     console.print(f"[dim]starting llama.cpp server with {srv.model.name} ({srv.n_threads} thread(s))…")
     srv.start()
-    # Once serving, Ctrl-C and SIGTERM only raise a flag. A KeyboardInterrupt raised inside
-    # Popen.poll() can leave the Popen's wait lock held, and stop()'s wait() then hangs (seen once
-    # under load); a handler that set a threading.Event could deadlock on the Event's own lock.
+    # Once serving, Ctrl-C and SIGTERM only raise a flag: a second Ctrl-C while stopping no longer
+    # escapes as a KeyboardInterrupt (it killed the command, exit -2, before cleanup), and none lands
+    # inside Popen.poll(), where it can leave the wait lock held so that stop() hangs (a likely cause
+    # of a hang seen under load). A handler setting a threading.Event could deadlock on its lock.
     signals: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: signals.append(signum))

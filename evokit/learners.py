@@ -249,7 +249,7 @@ def conditional_reference(ref: Reference) -> Reference:
 
 
 # ------------------------------------------------------------------------------ acting in tasks
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)  # tasks whose rollouts run at once are a handful; each memo holds their data
 def _task_renders(plan_json: str, seed: int) -> RenderCache:
     """One task's step renders, shared by every candidate command of every step: each
     :func:`step_command` renders the plan's prefix, so without it a step's data were made again

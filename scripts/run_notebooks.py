@@ -10,8 +10,8 @@ and ``-p results_dir results/<name>`` (smoke) or ``results/full/<name>`` (full),
 never mixes its rows with a smoke run's. A full run draws its figures into ``figures/full/``
 (``EVOKIT_FIGURES``), beside the smoke figures, and records each notebook's wall time, status and
 sizes (the executed notebook's ``SIZES["full"]`` cell as run) in ``figures/full/runs.json``, which
-is committed with the figures (a rerun that only redraws a finished study goes to its ``reruns``). The script prints each notebook's wall time, writes them to
-``results/notebook_times.json`` (merged with earlier runs) and exits non-zero if any notebook
+is committed with the figures (a rerun that only redraws a finished study goes to its ``reruns``).
+The script prints each notebook's wall time, writes them to ``results/notebook_times.json`` (merged with earlier runs) and exits non-zero if any notebook
 failed (the executed copy keeps the traceback).
 """
 
