@@ -68,7 +68,6 @@ import math
 import re
 import zlib
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -89,7 +88,7 @@ from evokit.grpo import (
     usable,
 )
 from evokit.plan import Plan, PlanError, RenderCache, Step, compose
-from evokit.rollout import Episode, Rollout, Turn, rollout_group
+from evokit.rollout import Episode, Rollout, Turn, rollout_groups
 from evokit.tasks import read_metadata
 
 N_FEATURES = 256  # hash buckets of the goal's bag of words
@@ -401,26 +400,18 @@ def collect_groups(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, g
                    workers: int = 2, seed: int = 0, greedy: bool = False, groups_at_once: int = 1,
                    seeds: Sequence[int] | None = None, attempts: int = 1, judge: Judge | None = None,
                    turn_budget: int | None = None) -> list[list[Rollout]]:
-    """One GRPO group per task (``group_size`` rollouts, ``workers`` at once).
+    """One GRPO group per task (``group_size`` rollouts each), ``workers × groups_at_once``
+    rollouts in flight across all groups (:func:`evokit.rollout.rollout_groups`).
 
     max_turns = the task's steps × ``attempts`` (1 by default: one command per step), or
-    ``turn_budget`` when given. ``groups_at_once`` groups run in parallel; group n's rollouts
-    are seeded by ``seeds[n]`` (default ``seed·1000 + n``) whatever the parallelism, so the
-    rollouts do not depend on it.
+    ``turn_budget`` when given. Group n's rollouts are seeded by ``seeds[n]`` (default
+    ``seed·1000 + n``) whatever the parallelism, so the rollouts do not depend on it.
     """
     actor = LearnerPolicy(policy, greedy=greedy, attempts=attempts, judge=judge)
     seeds = list(seeds) if seeds is not None else [seed * 1000 + n for n in range(len(tasks))]
-
-    def one(job):
-        n, t = job
-        turns = turn_budget if turn_budget is not None else _max_turns(t, attempts)
-        return rollout_group(actor, t, group_size=group_size, workers=workers, max_turns=turns,
-                             seed=seeds[n])
-
-    if groups_at_once <= 1:
-        return [one(job) for job in enumerate(tasks)]
-    with ThreadPoolExecutor(groups_at_once) as pool:
-        return list(pool.map(one, enumerate(tasks)))
+    turns = [turn_budget if turn_budget is not None else _max_turns(t, attempts) for t in tasks]
+    return rollout_groups(actor, tasks, group_size=group_size, in_flight=workers * max(1, groups_at_once),
+                          max_turns=turns, seeds=seeds)
 
 
 def evaluate(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, n: int = 8, seed: int = 0,

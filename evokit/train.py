@@ -67,8 +67,8 @@ class TrainConfig:
     beta_kl: float = 0.0  # KL to the initial policy (TRL's default β = 0)
     clip: float = 0.2  # ε of the clipped surrogate (DeepSeekMath / TRL)
     seed: int = 0
-    workers: int = 2  # rollouts at once within a group
-    groups_at_once: int = 1  # groups run in parallel (each with ``workers`` rollouts at once)
+    workers: int = 2  # sandboxes in flight per group slot (results do not depend on it)
+    groups_at_once: int = 1  # group slots: workers × groups_at_once rollouts in flight across the batch
     eval_every: int = 10  # steps between held-out evaluations (0: never)
     eval_rollouts: int = 8  # rollouts per held-out task
     rollout_seeds: str = "run"  # how step t's groups are seeded (evokit.seeding.GROUP_SEEDS)
@@ -100,18 +100,24 @@ def _load(out: Path) -> dict | None:
     return torch.load(path, weights_only=False) if path.exists() else None
 
 
+_NOT_IDENTITY = ("steps", "workers", "groups_at_once")
+
+
 def _identity(source: TaskSource, policy: PolicyConfig, cfg: TrainConfig, init_policy: SkillPolicy | None) -> dict:
-    """What must be the same to resume: the config (but ``steps``, which may grow), policy, source, start weights."""
+    """What must be the same to resume: the config (but ``steps``, which may grow, and the parallelism,
+    which the rollouts do not depend on), policy, source, start weights."""
     start = None
     if init_policy is not None:
         flat = torch.cat([p.detach().flatten() for p in init_policy.state_dict().values() if p.is_floating_point()])
         start = [round(float(flat.sum()), 6), round(float(flat.abs().sum()), 6)]
-    return json.loads(json.dumps({"config": {k: v for k, v in asdict(cfg).items() if k != "steps"},
+    return json.loads(json.dumps({"config": {k: v for k, v in asdict(cfg).items() if k not in _NOT_IDENTITY},
                                   "policy": asdict(policy), "source": describe(source), "init_policy": start},
                                  default=str))
 
 
 def _check_resume(out: Path, saved: dict | None, now: dict) -> None:
+    if saved is not None:  # a checkpoint from before the parallelism left the identity
+        saved = {**saved, "config": {k: v for k, v in saved.get("config", {}).items() if k not in _NOT_IDENTITY}}
     if saved is None or saved == now:
         return
     diff = [f"{part}.{k}: {saved.get(part, {}).get(k)!r} then, {v!r} now"

@@ -122,6 +122,23 @@ def test_an_early_mistake_propagates(tmp_path):
                                                          rel=1e-5)
 
 
+def test_groups_do_not_depend_on_the_parallelism(tmp_path):
+    """The same groups (choices, commands, rewards) from one sandbox at a time and from 8 in flight across
+    groups: the studies raise the parallelism freely (and resume under another) because of this."""
+    plans = [Plan((Step("access-log", "topk-count"),)),
+             Plan((Step("access-log", "filter-rows"), Step("access-log", "distinct-values", input=1)))]
+    tasks = [render(p, 3 + i, tmp_path / f"t{i}") for i, p in enumerate(plans)]
+    policy = SkillPolicy(PolicyConfig(seed=3, temperature=2.0))  # hot: the group's rollouts differ
+
+    def trace(groups):
+        return [[(r.task, r.index, r.reward, [t.command for t in r.turns]) for r in g] for g in groups]
+
+    serial = trace(collect_groups(policy, tasks, group_size=3, workers=1, seed=5))
+    assert len({tuple(x[3]) for g in serial for x in g}) > 2, serial  # several distinct trajectories
+    assert trace(collect_groups(policy, tasks, group_size=3, workers=4, groups_at_once=2, seed=5)) == serial
+    assert trace(collect_groups(policy, tasks, group_size=3, workers=1, seed=6)) != serial
+
+
 def test_step_commands_from_the_shared_renders_equal_fresh_renders():
     """The per-task render memo behind step_command changes no command: for 24 seed plans of 2–5
     steps (chained and not), every step × every skill of its scenario, asked in a shuffled order,

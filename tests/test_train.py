@@ -81,7 +81,8 @@ def test_killed_run_resumes_to_the_same_rows(store, tmp_path):
 
 def test_resume_with_another_configuration_is_refused(store, tmp_path):
     """The τ-ablation trap: a run resumed with another EL config (or lr, or start weights) is a clear error,
-    not a silent continuation under the old one; more steps with the same configuration are allowed."""
+    not a silent continuation under the old one; more steps with the same configuration (or another
+    parallelism) are allowed."""
     cfg = dataclasses.replace(TINY, steps=1)
     envs = store_envs(store)
     out = train(make_source("el", envs=envs), PolicyConfig(), tmp_path / "run", cfg, progress=False)
@@ -92,7 +93,8 @@ def test_resume_with_another_configuration_is_refused(store, tmp_path):
     with pytest.raises(ResumeError, match="init_policy"):
         train(make_source("el", envs=envs), PolicyConfig(), out, cfg, init_policy=new_policy(PolicyConfig(), 5),
               progress=False)
-    train(make_source("el", envs=envs), PolicyConfig(), out, dataclasses.replace(cfg, steps=2), progress=False)
+    train(make_source("el", envs=envs), PolicyConfig(), out, dataclasses.replace(cfg, steps=2, workers=5, groups_at_once=2),
+          progress=False)  # the parallelism is not part of the identity: the rollouts do not depend on it
     assert [r["step"] for r in read_rows(out / "steps.jsonl")] == [0, 1]
 
 

@@ -29,6 +29,7 @@ import pandas as pd
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.curriculum import store_envs
+from evokit.rollout import rollout_workers
 from evokit.rows import read_rows
 from evokit.sources import make_source
 from evokit.stats import Interval, difference, interval, verdict
@@ -36,7 +37,6 @@ from evokit.studies.folder import check_study
 from evokit.studies.warm_start import (
     EEStudy,
     learner,
-    rollout_workers,
     run_dir,
     run_seed_dirs,
     run_store,

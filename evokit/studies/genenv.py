@@ -42,6 +42,7 @@ from evokit.benchmark import BENCHMARK, benchmark_tasks
 from evokit.genenv import GenEnvConfig, GenEnvSource
 from evokit.grpo import dead_group_probability
 from evokit.learners import SkillPolicy, evaluate
+from evokit.rollout import rollout_workers
 from evokit.rows import append_rows, read_rows
 from evokit.solvers import CORPUS_SIZE, SolverConfig, build_solver, support_reference
 from evokit.stats import difference, interval, verdict
@@ -135,7 +136,7 @@ def genenv_study(results_dir: str | Path, study: GenEnvStudy = SMOKE, *, workers
         init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
         for arm in study.arms:
             cfg = TrainConfig(steps=study.epochs, tasks_per_step=study.tasks_per_epoch, group_size=study.rollouts,
-                              seed=seed, workers=workers, eval_every=0)
+                              seed=seed, workers=rollout_workers(workers), eval_every=0)
             train(GenEnvSource(arm_config(study, arm)), init.config, out / f"seed{seed}" / arm, cfg,
                   init_policy=init, progress=False)
     if study.benchmark:
@@ -156,7 +157,7 @@ def _score_benchmark(out: Path, study: GenEnvStudy, workers: int) -> None:
                 continue
             policy = init if arm == "untrained" else final_policy(out / f"seed{seed}" / arm, init.config, seed)
             score = evaluate(policy, bench, n=study.benchmark_rollouts, seed=seed * 1000 + BENCH_EVAL_STREAM,
-                             workers=workers)
+                             workers=rollout_workers(workers))
             append_rows(rows_path, [{"seed": seed, "arm": arm, "score": score, "tasks": len(bench),
                                      "rollouts": study.benchmark_rollouts}])
 

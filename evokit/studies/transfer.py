@@ -59,6 +59,7 @@ from evokit.evolve.coevolution import bank_records
 from evokit.grpo import group_stats
 from evokit.learners import collect_groups, task_plan
 from evokit.lineage import LineageStore
+from evokit.rollout import rollout_workers
 from evokit.rows import append_rows, read_rows
 from evokit.seeding import call_seed
 from evokit.seeds import MAX_STEPS, MIN_STEPS, make_seeds, seed_dirs
@@ -116,7 +117,7 @@ def _bank(path: Path, target: Solver, seeds: Sequence[Path], study: TransferStud
         return WeaknessBank({tuple(p): v for p, v in d["failures"]}, {tuple(p): v for p, v in d["totals"]},
                             d["trajectories"], d["failed_trajectories"])
     seeds_ = [call_seed("transfer-bank", study.seed, r, j) for j in range(len(seeds))]
-    groups = collect_groups(target.policy, list(seeds), group_size=study.bank_rollouts, workers=workers,
+    groups = collect_groups(target.policy, list(seeds), group_size=study.bank_rollouts, workers=rollout_workers(workers),
                             seeds=seeds_)
     bank = update_bank(WeaknessBank(), bank_records([x.to_row() for g in groups for x in g], seeds))
     path.write_text(json.dumps({"solver": target.config.name, "failures": [[list(p), v] for p, v in bank.failures.items()],
@@ -146,7 +147,8 @@ def _measure(solver: Solver, arm: str, tasks: Sequence[Path], study: TransferStu
              workers: int) -> list[dict]:
     """One row per task: the solver's pass rate and turns over ``rollouts``; rollout seeds shared by all solvers."""
     seeds = [call_seed("transfer-measure", study.seed, r, arm, j) for j in range(len(tasks))]
-    groups = collect_groups(solver.policy, list(tasks), group_size=study.rollouts, workers=workers, seeds=seeds)
+    groups = collect_groups(solver.policy, list(tasks), group_size=study.rollouts, workers=rollout_workers(workers),
+                            seeds=seeds)
     rows = []
     for task, g in zip(tasks, groups, strict=True):
         st = group_stats(g)
