@@ -53,6 +53,7 @@ def genenv_runs(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("genenv_study")
 
 
+@pytest.mark.xdist_group("genenv-study")
 def test_genenv_alpha(tmp_path, monkeypatch, genenv_runs):
     """GenEnv's α-zone (issue 13, claim 7, fixed before the first run), 5 seeds: NOT reproduced at this scale.
 
@@ -75,6 +76,7 @@ def test_genenv_alpha(tmp_path, monkeypatch, genenv_runs):
     assert w["epochs_with_kept_batches"] >= 1 and w["pool_levels_last"] >= 2 and w["weight_max"] > w["weight_min"]
 
 
+@pytest.mark.xdist_group("genenv-study")
 def test_genenv_vs_random(tmp_path, monkeypatch, genenv_runs):
     """GenEnv vs a random simulator (issue 13, claim 8, fixed before the first run), paired over 5 seeds: a TIE.
 
@@ -99,6 +101,7 @@ def _interval_ok(iv: dict, runs: int = 5) -> bool:
     return iv["n"] >= runs and iv["lo"] <= iv["estimate"] <= iv["hi"]
 
 
+@pytest.mark.xdist_group("curricula-study")
 def test_ee_el_scheduler(tmp_path, monkeypatch, tmp_path_factory):
     """Claim 4 over 5 runs: EL's partially solved share minus random order's (paired, first 50 steps or the
     whole smoke run), and both reward slopes, each with a bootstrap interval; the verdict is the interval's.
@@ -118,6 +121,7 @@ def test_ee_el_scheduler(tmp_path, monkeypatch, tmp_path_factory):
     assert s["el_within_generation_advances"] >= 1  # N_{i,g} = 2: EL's k < N branch ran in the study
 
 
+@pytest.mark.xdist_group("curricula-study")
 def test_ee_trajectory_growth(tmp_path, monkeypatch, tmp_path_factory):
     """Claim 5 over 5 runs: the slope of turns per trajectory under EL, with its bootstrap interval.
 
@@ -130,6 +134,7 @@ def test_ee_trajectory_growth(tmp_path, monkeypatch, tmp_path_factory):
     assert s["reproduced"] == "yes" and t["lo"] > 0
 
 
+@pytest.mark.xdist_group("methods-study")
 def test_ee_methods(tmp_path, monkeypatch):
     """Claim 6 over 5 runs: peak (after step 0) and final pass rates of each method on the independent benchmark,
     with bootstrap intervals; overlapping intervals are a tie. Equal budgets: each method trained on as many
@@ -150,6 +155,7 @@ def test_ee_methods(tmp_path, monkeypatch):
     assert s["reproduced"] == {"peak": "tie", "final": "tie"}
 
 
+@pytest.mark.xdist_group("genenv-study")
 def test_genenv_data_efficiency(tmp_path, monkeypatch, genenv_runs):
     """GenEnv's data efficiency on the independent benchmark (issue 13, claim 9, fixed before the first run),
     paired over 5 seeds: a TIE.
