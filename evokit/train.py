@@ -103,6 +103,12 @@ def _load(out: Path) -> dict | None:
 _NOT_IDENTITY = ("steps", "workers", "groups_at_once")
 
 
+def _identity_config(config: dict) -> dict:
+    """The config's part of the resume identity: all but ``steps`` (which may grow) and the parallelism
+    (which the rollouts do not depend on); applied to old checkpoints too, which still carry them."""
+    return {k: v for k, v in config.items() if k not in _NOT_IDENTITY}
+
+
 def _identity(source: TaskSource, policy: PolicyConfig, cfg: TrainConfig, init_policy: SkillPolicy | None) -> dict:
     """What must be the same to resume: the config (but ``steps``, which may grow, and the parallelism,
     which the rollouts do not depend on), policy, source, start weights."""
@@ -110,14 +116,14 @@ def _identity(source: TaskSource, policy: PolicyConfig, cfg: TrainConfig, init_p
     if init_policy is not None:
         flat = torch.cat([p.detach().flatten() for p in init_policy.state_dict().values() if p.is_floating_point()])
         start = [round(float(flat.sum()), 6), round(float(flat.abs().sum()), 6)]
-    return json.loads(json.dumps({"config": {k: v for k, v in asdict(cfg).items() if k not in _NOT_IDENTITY},
+    return json.loads(json.dumps({"config": _identity_config(asdict(cfg)),
                                   "policy": asdict(policy), "source": describe(source), "init_policy": start},
                                  default=str))
 
 
 def _check_resume(out: Path, saved: dict | None, now: dict) -> None:
-    if saved is not None:  # a checkpoint from before the parallelism left the identity
-        saved = {**saved, "config": {k: v for k, v in saved.get("config", {}).items() if k not in _NOT_IDENTITY}}
+    if saved is not None:
+        saved = {**saved, "config": _identity_config(saved.get("config", {}))}
     if saved is None or saved == now:
         return
     diff = [f"{part}.{k}: {saved.get(part, {}).get(k)!r} then, {v!r} now"

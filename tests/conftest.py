@@ -72,15 +72,12 @@ def one_torch_thread():
     torch.set_num_threads(n)
 
 
-DOCKER_TESTS = {"test_docker_backend.py", "test_docker_engine.py", "test_harbor_docker.py"}
-
-
 def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist's ``--dist loadgroup`` (``make test``/``make check`` run 2 workers): a
-    module's tests share a worker, so its module fixtures are built once, and the Docker tests share one,
-    since they start and stop one ``dockerd``. A test that names its own ``xdist_group`` keeps it (the
-    training notebooks: the tests that share one study's rows)."""
+    module's tests share a worker, so its module fixtures are built once, and every module with a test
+    on ``docker_daemon`` shares one, since they start and stop one ``dockerd``. A test that names its own
+    ``xdist_group`` keeps it (the training notebooks: the tests that share one study's rows)."""
+    docker = {item.path for item in items if "docker_daemon" in item.fixturenames}
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
-            name = item.path.name
-            item.add_marker(pytest.mark.xdist_group("docker" if name in DOCKER_TESTS else name))
+            item.add_marker(pytest.mark.xdist_group("docker" if item.path in docker else item.path.name))
