@@ -72,6 +72,7 @@ def one_torch_thread():
     torch.set_num_threads(n)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which turns the groups into node-id suffixes
 def pytest_collection_modifyitems(config, items):
     """Groups for pytest-xdist's ``--dist loadgroup`` (``make test``/``make check`` run 2 workers): a
     module's tests share a worker, so its module fixtures are built once, and every module with a test
@@ -81,3 +82,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group("docker" if item.path in docker else item.path.name))
+
+
+def pytest_xdist_node_collection_finished(node, ids):
+    """Under ``--dist loadgroup`` every node id a worker collected must carry its group (xdist's ``@group``
+    suffix, made from the marks above): without it xdist silently schedules each test on its own, and two
+    workers then run one module, or two Docker tests, at once (CI saw a module's live sandbox leak into its
+    sibling test's process check). pytest 9.2 broke the suffix (pytest-dev/pytest-xdist#1386)."""
+    if node.config.getoption("dist", "no") == "loadgroup":
+        lost = [i for i in ids if "@" not in i.rpartition("]")[2].rpartition("::")[2]]
+        if lost:
+            pytest.exit(f"--dist loadgroup: {len(lost)} of {len(ids)} tests lost their xdist group (e.g. "
+                        f"{lost[:1]}): this pytest and pytest-xdist cannot keep a module on one worker; "
+                        "run `make setup` (pytest<9.2) or TEST_WORKERS=0", returncode=pytest.ExitCode.USAGE_ERROR)
