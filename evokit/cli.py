@@ -476,14 +476,25 @@ def train(
     eval_tasks: Annotated[Path | None, typer.Option(help="folder of held-out tasks")] = None,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     workers: Annotated[int, typer.Option(help="rollouts at once")] = 2,
+    learner: Annotated[str, typer.Option(help="solver: pretrained on data drawn from the world, never reads p_T "
+                                              "(evokit.solvers) | prior: log p_T in its logits (before issue 13)")
+                       ] = "solver",
 ) -> None:
-    """Train the CPU learner with GRPO on a curriculum or with GenEnv (the LLM policy: `evokit train-llm`)."""
+    """Train the CPU learner with GRPO on a curriculum or with GenEnv (the LLM policy: `evokit train-llm`).
+
+    The learner starts as the studies' agents do, a solver pretrained on data (``--learner solver``,
+    saved as ``OUT/solver.pt``): with ``--learner prior`` it starts from p_T, the distribution D_T is
+    measured against, so a D_T–pass-rate correlation of that learner partly follows from its construction.
+    """
     from evokit.genenv import GenEnvConfig, GenEnvSource
     from evokit.learners import PolicyConfig
+    from evokit.solvers import saved_policy, world_solver
     from evokit.train import ResumeError, TrainConfig
     from evokit.train import train as run_training
     from evokit.trl_trainer import SetupError, source_from
 
+    if learner not in {"solver", "prior"}:
+        raise typer.BadParameter("--learner must be solver or prior")
     cfg = TrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, seed=seed, workers=workers)
     if source == "store":
         if store is None:
@@ -499,8 +510,9 @@ def train(
         src, held_out = GenEnvSource(GenEnvConfig(learning=simulator == "learning")), []
     else:
         raise typer.BadParameter("--source must be store or genenv")
+    init = saved_policy(out / "solver.pt", world_solver(seed)) if learner == "solver" else None
     try:
-        run_training(src, PolicyConfig(), out, cfg, eval_tasks=held_out)
+        run_training(src, init.config if init else PolicyConfig(), out, cfg, init, eval_tasks=held_out)
     except ResumeError as e:
         raise typer.BadParameter(str(e)) from None
     console.print(f"rows in {out}/steps.jsonl")

@@ -11,11 +11,16 @@ previous step's output file, so an early wrong choice propagates: that is why le
     logit(κ | σ, g) = [ w·log p_T(κ | σ) + ⟨f(σ, g), e_κ⟩ + b_κ ] / T,   κ ∈ skills_for(σ)
     f(σ, g) = tanh(E_σ + W·x(g))       x(g): hashed bag of words of the step's sentence
 
-* **Pretraining = p_T.** The first term is the reference distribution (EE's p_T; the catalog's
-  priors by default), so the untrained policy already prefers common techniques and finds rare
-  skills hard, as a pretrained LLM does. The learned part starts from seeded noise
+* **Where the prior comes from.** With ``prior_weight`` w > 0 the first term is the reference
+  distribution (EE's p_T; the catalog's priors by default), so the untrained policy already
+  prefers common techniques and finds rare skills hard. That is how the learner was built before
+  issue 13, and ``PolicyConfig()``'s default still is (``evokit train --learner prior``, the
+  mechanics' tests); but then D_T and the learner share p_T, and "D_T predicts pass rate" partly
+  follows from the construction (issue 13, finding 1). Every experiment in :mod:`evokit.studies`,
+  and ``evokit train`` by default, therefore uses w = 0 and a support-only reference, with the
+  prior learned from data (:mod:`evokit.solvers`). The learned part starts from seeded noise
   (``noise``), so each seed has its *own* weaknesses (Δ_θ = Σ[d_θ − d_T]_+ ≠ 0) in different
-  places; ``noise=0`` gives exactly p_T.
+  places; ``noise=0`` with w = 1 gives exactly p_T.
 * **Shared parameters.** Skill embeddings e_κ, biases b_κ and the word projection W are
   shared by every scenario; scenarios are embeddings E_σ, not table rows. Learning to answer
   "count … most frequent" with ``topk-count`` in an access log moves the same weights that

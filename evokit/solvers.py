@@ -33,8 +33,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -165,6 +167,30 @@ SOLVERS: dict[str, SolverConfig] = {
     "B": SolverConfig("B", CorpusConfig(TABLES, CORPUS_SIZE, seed=2), seed=2),
     "C": SolverConfig("C", CorpusConfig(SYSADMIN, CORPUS_SIZE, seed=3), seed=3),
 }
+
+
+#: The world's own frequencies, no domain leaning: the data of a base agent outside the population.
+WORLD = Mixture("world")
+
+
+def world_solver(seed: int, corpus_size: int = CORPUS_SIZE) -> SolverConfig:
+    """A base agent outside the population: pretrained on a corpus drawn from the world's own
+    frequencies (:data:`WORLD`), corpus and initialisation seeded ``seed``. GenEnv's agent
+    (:mod:`evokit.studies.genenv`) and ``evokit train``'s default learner start from it."""
+    return SolverConfig("world", CorpusConfig(WORLD, corpus_size, seed=seed), seed=seed)
+
+
+def saved_policy(path: str | Path, config: SolverConfig) -> SkillPolicy:
+    """``config``'s pretrained policy: pretrained and saved at ``path`` (atomically) the first time, loaded after."""
+    path = Path(path)
+    if path.exists():
+        return SkillPolicy.load(path, support_reference())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    policy = build_solver(config).policy
+    tmp = path.with_name(f".{path.name}.tmp")
+    policy.save(tmp)
+    os.replace(tmp, path)
+    return policy
 
 
 def solver_config(name: str) -> SolverConfig:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from llm_support import ScriptedEndpoint
 
 from evokit import cli
@@ -152,6 +153,8 @@ def evokit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     (["extract", str(CORPUS / "log-rotate-fix")], "--model"),
     (["serve-llm", "--model", "{tmp}/missing.gguf"], "no such file"),
     (["evolve", "--seeds", str(ROOT / "examples" / "tasks"), "--out", "{tmp}/s", "--effort", "huge"], "effort"),
+    (["train", "--out", "{tmp}/r", "--source", "genenv", "--learner", "oracle"], "--learner"),
+    (["train", "--out", "{tmp}/r"], "--store"),  # a curriculum needs an evolved store
 ])
 def test_user_errors_are_one_line_exit_2(tmp_path, args, says):
     """A user's mistake: exit 2, one line on stderr naming the problem (and what to do), no traceback."""
@@ -160,6 +163,32 @@ def test_user_errors_are_one_line_exit_2(tmp_path, args, says):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("evokit: error: ") and says in lines[0], out.stderr
     assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_train_starts_from_a_data_solver_and_resumes(tmp_path):
+    """`evokit train --source genenv`: real GenEnv epochs (tasks rendered, rolled out in sandboxes, judged by
+    their tests). The learner starts as the studies' agents do, from a solver pretrained on data
+    (OUT/solver.pt; no log p_T in its logits); a second call resumes the run, and `--learner prior` (the
+    p_T-prior learner) in the same folder is refused as another run, in one line."""
+    from evokit.learners import SkillPolicy
+    from evokit.solvers import build_solver, support_reference, world_solver
+
+    out = tmp_path / "run"
+    args = ["train", "--source", "genenv", "--out", str(out), "--group-size", "2", "--tasks-per-step", "2"]
+    first = evokit(*args, "--steps", "1", timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    saved = SkillPolicy.load(out / "solver.pt", support_reference())
+    fresh = build_solver(world_solver(0)).policy
+    assert saved.config.prior_weight == 0 and saved.reference_name == "support"
+    assert all(torch.equal(a, b) for a, b in zip(saved.state_dict().values(), fresh.state_dict().values(), strict=True))
+    assert json.loads((out / "config.json").read_text())["policy"]["prior_weight"] == 0
+    again = evokit(*args, "--steps", "2", timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    steps = [json.loads(line)["step"] for line in (out / "steps.jsonl").read_text().splitlines()]
+    assert steps == [0, 1]  # step 0 kept, step 1 added
+    other = evokit(*args, "--steps", "2", "--learner", "prior")
+    assert other.returncode == 2 and other.stderr.startswith("evokit: error: "), other.stderr
+    assert len(other.stderr.strip().splitlines()) == 1 and "Traceback" not in other.stderr
 
 
 def test_debug_shows_the_traceback(tmp_path):

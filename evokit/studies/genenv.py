@@ -44,11 +44,10 @@ from evokit.grpo import dead_group_probability
 from evokit.learners import SkillPolicy, evaluate
 from evokit.rollout import rollout_workers
 from evokit.rows import append_rows, read_rows
-from evokit.solvers import CORPUS_SIZE, SolverConfig, build_solver, support_reference
+from evokit.solvers import CORPUS_SIZE, saved_policy, world_solver
 from evokit.stats import difference, interval, verdict
 from evokit.studies.folder import check_study
 from evokit.train import TrainConfig, final_policy, train
-from evokit.world import CorpusConfig, Mixture
 
 ARMS = ("learning", "random", "static")
 ARM_LABELS = {"learning": "GenEnv", "random": "random simulator", "static": "static augmentation"}
@@ -103,22 +102,9 @@ SMOKE = GenEnvStudy()
 FULL = GenEnvStudy(epochs=10, batches_per_epoch=16, tasks_per_batch=4, rollouts=4, benchmark_rollouts=8)
 
 
-def base_solver_config(seed: int, corpus_size: int = CORPUS_SIZE) -> SolverConfig:
-    """The base agent of seed ``seed``: a solver pretrained on the world's frequencies (``world`` mixture)."""
-    return SolverConfig("genenv-base", CorpusConfig(Mixture("world"), corpus_size, seed=seed), seed=seed)
-
-
 def base_solver(out: Path, seed: int, corpus_size: int) -> SkillPolicy:
-    """Pretrain (or load) seed ``seed``'s base solver; cached in ``out/solver.pt``."""
-    path = out / "solver.pt"
-    if path.exists():
-        return SkillPolicy.load(path, support_reference())
-    out.mkdir(parents=True, exist_ok=True)
-    policy = build_solver(base_solver_config(seed, corpus_size)).policy
-    tmp = out / ".solver.pt.tmp"
-    policy.save(tmp)
-    os.replace(tmp, path)
-    return policy
+    """Seed ``seed``'s base agent (:func:`evokit.solvers.world_solver`), cached in ``out/solver.pt``."""
+    return saved_policy(out / "solver.pt", world_solver(seed, corpus_size))
 
 
 def arm_config(study: GenEnvStudy, arm: str) -> GenEnvConfig:

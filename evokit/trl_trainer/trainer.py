@@ -239,26 +239,6 @@ def train_llm(model, source, out: str | Path, cfg: LLMTrainConfig = LLMTrainConf
     return trainer
 
 
-def train_policy(policy: str, out: str | Path, *, source: str = "el", store=None, tasks: Sequence[str | Path] = (),
-          steps: int = 50, group_size: int = 8, tasks_per_step: int = 2, seed: int = 0,
-          llm: LLMTrainConfig | None = None, progress: bool = True):
-    """One entry point for notebooks: ``policy="learner"`` trains evokit's CPU learner, anything else is a model
-    spec for :func:`train_llm` (a local directory, a .gguf file, "smollm2", "tiny"). ``source`` names a
-    registered task source (:func:`evokit.sources.source_names`); curricula take ``store`` (an evolved
-    lineage store) or ``tasks`` (folders, one lineage each)."""
-    src = source_from(source, store=store, tasks=tasks)
-    if policy == "learner":
-        from evokit.learners import PolicyConfig
-        from evokit.train import TrainConfig
-        from evokit.train import train as train_learner
-
-        cfg = TrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, seed=seed)
-        return train_learner(src, PolicyConfig(), out, cfg, progress=progress)
-    cfg = llm or LLMTrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, seed=seed)
-    train_llm(policy, src, out, cfg, progress=progress)
-    return Path(out)
-
-
 def source_from(name: str, *, store=None, tasks: Sequence[str | Path] = (), **options):
     """A registered task source by name; a curriculum gets its environments from ``store`` or ``tasks``."""
     from evokit.curriculum import lineage_envs, store_envs
