@@ -34,17 +34,13 @@ test can walk every transition.
   that D_T order serves as many environments in parallel as EL does at its start.
 
 Each is a task source (:mod:`evokit.sources`), registered as ``"el"``, ``"random"`` and ``"dt"``,
-over environment rows with their folders (:func:`store_envs`, :func:`lineage_envs`); so is the
-**p_T-weighted sampler** (``"weighted"``) that warms up the reference solver
-(:mod:`evokit.studies.reference_solver`): tasks drawn with replacement in proportion to given
-weights, pass rates changing nothing. Group size B is the run's (:class:`evokit.sources.Run`),
-not a field of :class:`ELConfig`.
+over environment rows with their folders (:func:`store_envs`, :func:`lineage_envs`). Group size B
+is the run's (:class:`evokit.sources.Run`), not a field of :class:`ELConfig`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -445,41 +441,3 @@ class DTOrder(_OverEnvs):
 
     def summary(self, state: DTState) -> dict:
         return {"passed": int(sum(state.passed)), "of": len(state.passed)}
-
-
-@register("weighted")
-@dataclass(frozen=True)
-class Weighted:
-    """Tasks drawn with replacement ∝ ``weights`` (the reference solver's p_T(σ)·p_T(κ | σ)); no feedback.
-
-    Draw t of a run seeded s is ``random.Random(f"{key}:{s}:{t}").choices`` (the loop's generator is
-    not used): keyed by (seed, t) as every source's draws, and the same draws as the reference
-    solver's warm-up made before it became a source (``key`` "evokit-reference").
-    """
-
-    tasks: tuple[Path, ...]
-    weights: tuple[float, ...]
-    key: str = "evokit-reference"
-    name: ClassVar[str] = "weighted"
-
-    def init(self, run: Run) -> tuple[int, int]:
-        if not self.tasks or len(self.tasks) != len(self.weights):
-            raise ValueError(f"weighted source: need one weight per task; got {len(self.tasks)} tasks, "
-                             f"{len(self.weights)} weights")
-        if min(self.weights) < 0 or not sum(self.weights) > 0:
-            raise ValueError("weighted source: weights must be ≥ 0 with a positive sum")
-        return (run.seed, 0)
-
-    def sample(self, state: tuple[int, int], rng, n):
-        seed, t = state
-        picks = random.Random(f"{self.key}:{seed}:{t}").choices(range(len(self.tasks)), self.weights, k=n)
-        return (seed, t + 1), [TaskRef((Path(self.tasks[i]).name,), Path(self.tasks[i])) for i in picks]
-
-    def update(self, state, results):
-        return state
-
-    def done(self, state) -> bool:
-        return False
-
-    def summary(self, state: tuple[int, int]) -> dict:
-        return {"draws": state[1]}

@@ -8,10 +8,8 @@ the same inputs) makes the same choices as an uninterrupted one:
 * :func:`step_rng` — the NumPy generator a training loop hands its task source at step t,
   keyed by (run seed, t). The CPU loop (:mod:`evokit.train`) and the TRL path
   (:mod:`evokit.trl_trainer.sources`) both use it, so one source serves the same tasks in both.
-* :func:`group_seed`, :data:`GROUP_SEEDS` — the rollout seeds of step t's groups (the CPU
-  learner's sampling), by a named scheme: ``"run"`` for every training run, ``"reference-warmup"``
-  the reference solver's warm-up keeps (:mod:`evokit.studies.reference_solver`), so that the EE
-  notebooks' shared reference solver is the one it was before the loops were merged.
+* :func:`group_seed`, :func:`group_seeds` — the rollout seeds of step t's groups (the CPU
+  learner's sampling), keyed by (run seed, t, group index), not by the parallelism.
 """
 
 from __future__ import annotations
@@ -41,23 +39,10 @@ def group_seed(seed: int, step: int) -> int:
     return int(seed) * 100_003 + int(step)
 
 
-def _run_seeds(seed: int, step: int, n: int) -> list[int]:
-    return [group_seed(seed, step) * 1000 + i for i in range(n)]
+def group_seeds(seed: int, step: int, n: int) -> list[int]:
+    """The rollout seeds of the ``n`` groups of step ``step`` of a run seeded ``seed``.
 
-
-def _reference_warmup_seeds(seed: int, step: int, n: int) -> list[int]:
-    return [(int(seed) * 100_003 + int(step) * 101 + i) * 1000 for i in range(n)]
-
-
-GROUP_SEEDS = {"run": _run_seeds, "reference-warmup": _reference_warmup_seeds}
-
-
-def group_seeds(scheme: str, seed: int, step: int, n: int) -> list[int]:
-    """The rollout seeds of the ``n`` groups of step ``step`` under ``scheme`` (a key of :data:`GROUP_SEEDS`).
-
-    >>> group_seeds("run", 0, 2, 2), group_seeds("reference-warmup", 0, 2, 2)
-    ([2000, 2001], [202000, 203000])
+    >>> group_seeds(0, 2, 2)
+    [2000, 2001]
     """
-    if scheme not in GROUP_SEEDS:
-        raise ValueError(f"unknown rollout-seed scheme {scheme!r}; choose one of {', '.join(GROUP_SEEDS)}")
-    return GROUP_SEEDS[scheme](seed, step, n)
+    return [group_seed(seed, step) * 1000 + i for i in range(n)]

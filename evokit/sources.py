@@ -15,10 +15,9 @@ The draw of step t uses :func:`evokit.seeding.step_rng` (seed, t), so the same s
 the same tasks in either loop, and a resumed run the same as an uninterrupted one.
 
 Sources are registered by name (:func:`register`, :func:`make_source`); the built-in ones live
-with their concept: EE's EL, random and D_T order (:mod:`evokit.curriculum`), the p_T-weighted
-sampler of the reference solver's warm-up (:mod:`evokit.curriculum`), GenEnv's simulator
-(:mod:`evokit.genenv.source`), the co-evolution refresh (:mod:`evokit.evolve.coevolution`) and an in-process task for GPU hosts without a sandbox
-(:class:`InProcess`, here). A new
+with their concept: EE's EL, random and D_T order (:mod:`evokit.curriculum`), GenEnv's simulator
+(:mod:`evokit.genenv.source`), the co-evolution refresh (:mod:`evokit.evolve.coevolution`) and an
+in-process task for GPU hosts without a sandbox (:class:`InProcess`, here). A new
 curriculum is one module that defines a source and registers it (see :mod:`evokit.replay`).
 
 Deviation from the papers, stated here: the pass rate fed back is successes / usable rollouts

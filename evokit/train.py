@@ -2,7 +2,7 @@
 
 One loop, :func:`train`, for every curriculum of both papers: each step the source
 (:mod:`evokit.sources`; EL, random or D_T order, GenEnv's simulator, the co-evolution refresh,
-the p_T-weighted sampler, or a new one) serves ``tasks_per_step`` tasks, the policy runs a GRPO
+or a new one) serves ``tasks_per_step`` tasks, the policy runs a GRPO
 group of ``group_size`` rollouts on each, GRPO updates the policy (:func:`evokit.learners.grpo_update`),
 and the groups' results go back into the source's state. A source with a ``replay(state)``
 method (GenEnv's accumulating pool D_train) adds groups of earlier traces to each update; the
@@ -71,7 +71,6 @@ class TrainConfig:
     groups_at_once: int = 1  # group slots: workers × groups_at_once rollouts in flight across the batch
     eval_every: int = 10  # steps between held-out evaluations (0: never)
     eval_rollouts: int = 8  # rollouts per held-out task
-    rollout_seeds: str = "run"  # how step t's groups are seeded (evokit.seeding.GROUP_SEEDS)
     attempts: int = 1  # techniques tried per step, reading results (LearnerPolicy; 1: one command per step)
 
     def run(self, out: Path | None = None) -> Run:
@@ -189,7 +188,7 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
         state, refs = source.sample(state, step_rng(cfg.seed, step), cfg.tasks_per_step)
         d_theta, d_t = _difficulties(model, refs)
         groups = collect_groups(model, [r.path for r in refs], group_size=cfg.group_size, workers=cfg.workers,
-                                seeds=group_seeds(cfg.rollout_seeds, cfg.seed, step, len(refs)),
+                                seeds=group_seeds(cfg.seed, step, len(refs)),
                                 groups_at_once=cfg.groups_at_once, attempts=cfg.attempts, judge=judge)
         # a source that keeps a pool of earlier traces (GenEnv's D_train) adds groups of it to the update
         replayed = source.replay(state) if hasattr(source, "replay") else []

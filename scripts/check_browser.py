@@ -114,13 +114,12 @@ def build_store(work: Path, measure_rows: bool) -> tuple[Path, Path | None, dict
     store = evolve(seed_dirs(work / "seeds"), work / "store", EvolveConfig(generations=2), progress=False)
     rows_path, measured = None, {}
     if measure_rows:
-        from evokit.learners import SkillPolicy
         from evokit.rows import append_rows
-        from evokit.studies.reference_solver import measure
+        from evokit.studies.population import load_solvers, measure
 
         tasks = {e.content_hash: store.path(e) for e in store.envs()}
-        measured = measure(SkillPolicy(), tasks, work / "pass_rates_cache.jsonl", seed=0, rollouts=4,
-                           progress=False)
+        by_solver = measure(load_solvers(work / "solvers", ["A"]), tasks, work / "solvers", rollouts=4, progress=False)
+        measured = {h: {"content_hash": h, **m["A"]} for h, m in by_solver.items()}
         rows_path = work / "rows.jsonl"
         append_rows(rows_path, list(measured.values()))
     by_hash = {e.content_hash: e for e in store.envs()}

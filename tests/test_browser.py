@@ -1,5 +1,5 @@
 """The lineage browser: builds without a front end, shows plan, D_T, verdict, the pass rate and turns
-measured for real (an untrained CPU learner's rollouts in the sandbox, evokit.studies.reference_solver.measure)
+measured for real (solver A's rollouts in the sandbox, evokit.studies.population.measure)
 and the diff against the parent (a seed's own files instead), and follows the lineage menu and slider."""
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def rows(store, tmp_path_factory):
-    """Pass rate and turns of every environment, measured: 4 sandboxed rollouts of an untrained learner each."""
-    from evokit.learners import SkillPolicy
-    from evokit.studies.reference_solver import measure
+    """Pass rate and turns of every environment, measured: 4 sandboxed rollouts of solver A each."""
+    from evokit.studies.population import load_solvers, measure
 
+    solver_dir = tmp_path_factory.mktemp("solvers")
     tasks = {e.content_hash: store.path(e) for e in store.envs()}
-    measured = measure(SkillPolicy(), tasks, tmp_path_factory.mktemp("cache") / "pass_rates.jsonl", seed=0,
-                       rollouts=4, progress=False)
-    return list(measured.values())
+    measured = measure(load_solvers(solver_dir, ["A"]), tasks, solver_dir, rollouts=4, progress=False)
+    return [{"content_hash": h, **m["A"]} for h, m in measured.items()]
 
 
 def fmt(x: float) -> str:

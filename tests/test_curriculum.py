@@ -2,8 +2,7 @@
 and a non-strict inequality, next k, next generation, end of lineage, gaps, the starting
 generation), several lineages at once, asynchronous (stale) updates; random order covers every
 environment uniformly (chi-square with a fixed seed); D_T order serves environments by ascending D_T;
-each is a task source (evokit.sources) that a generic loop drives through the one protocol; the
-p_T-weighted sampler draws in proportion to its weights.
+each is a task source (evokit.sources) that a generic loop drives through the one protocol.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from evokit.curriculum import (
     ELConfig,
     EnvRow,
     RandomOrder,
-    Weighted,
     dt_current,
     dt_init,
     dt_sample,
@@ -241,19 +239,6 @@ def test_el_source_ignores_groups_without_usable_rollouts(tmp_path):
     assert el_current(state) == [("L", 1, 1)]
     state = src.update(state, [result(refs[0], 1.0, 4)])
     assert el_current(state) == [("L", 2, 1)]
-
-
-def test_weighted_source_draws_in_proportion(tmp_path):
-    """The p_T-weighted sampler: draws ∝ weights (with replacement), pass rates change nothing."""
-    tasks = (tmp_path / "common", tmp_path / "rare")
-    src = Weighted(tasks, (0.9, 0.1))
-    state = src.init(Run(8))
-    state, refs = src.sample(state, np.random.default_rng(0), 4000)
-    share = sum(r.path == tasks[0] for r in refs) / 4000
-    assert share == pytest.approx(0.9, abs=0.02)
-    assert src.update(state, [result(refs[0], 1.0)]) == state
-    with pytest.raises(ValueError, match="one weight per task"):
-        Weighted(tasks, (1.0,)).init(Run(8))
 
 
 def test_env_rows_and_sizes_from_store_records():

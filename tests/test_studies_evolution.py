@@ -1,12 +1,10 @@
 """The EE evolution study's parts: rank correlation, per-edit deltas, Table 1 and the claims' summaries
 with intervals on hand-made rows over 5 seeds (evolution_analysis), the study folder's parameter check,
-the population's solver and measurement caches (population), and the reference solver's pair tasks,
-its cache and its pass-rate cache (reference_solver, still used by the browser tests).
+and the population's solver and measurement caches (population).
 (The whole study runs in the notebook tests, tests/test_notebooks_ee.py.)"""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -14,11 +12,9 @@ import pandas as pd
 import pytest
 
 from evokit import rows as rw
-from evokit.catalog import pairs
 from evokit.studies import evolution_analysis as ev
 from evokit.studies import folder
 from evokit.studies import population as pop
-from evokit.studies import reference_solver as rs
 
 
 def env(setting, lineage, g, pass_rate, *, seed=0, direction=None, parent=None, turns=None, length=2, d=None,
@@ -151,39 +147,6 @@ def test_study_folder_refuses_other_parameters(tmp_path):
     folder.check_study(tmp_path, {"n_seeds": 4, "generations": 8})  # same: resume
     with pytest.raises(folder.StudyError, match="generations"):
         folder.check_study(tmp_path, {"n_seeds": 4, "generations": 15})
-
-
-def test_pair_tasks_cover_the_catalog(tmp_path):
-    tasks = rs.pair_tasks(tmp_path, seed=0)
-    assert len(tasks) >= 0.9 * len(pairs())  # a few pairs cannot render on their scenario's data
-    assert all((t / "instruction.md").exists() for t in tasks)
-    prior = [rs.pair_prior(*t.name.split("__")) for t in tasks]
-    assert all(p > 0 for p in prior) and sum(prior) <= 1.0 + 1e-9
-
-
-def test_reference_solver_is_cached_by_its_settings(tmp_path):
-    """A tiny warm-up trains, saves and reloads; other settings retrain."""
-    a = rs.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
-    assert (tmp_path / "reference_solver.pt").exists()
-    assert len(rw.read_rows(tmp_path / "reference_solver_run" / "steps.jsonl")) == 1
-    cache = rs.pass_rate_cache(tmp_path, seed=0, rollouts=8)
-    rw.append_rows(cache, [{"content_hash": "0" * 16, "pass_rate": 0.5, "turns": 2.0}])
-    b = rs.reference_solver(tmp_path, warmup_steps=1, tasks_per_step=2, group_size=2, workers=2, progress=False)
-    assert cache.exists()  # the same solver reloaded: its pass rates still hold
-    assert all(torch_equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
-    rs.reference_solver(tmp_path, warmup_steps=2, tasks_per_step=2, group_size=2, workers=2, progress=False)
-    assert json.loads((tmp_path / "reference_solver.json").read_text())["params"]["warmup_steps"] == 2
-    assert len(rw.read_rows(tmp_path / "reference_solver_run" / "steps.jsonl")) == 2
-    assert not cache.exists()  # a retrained solver does not inherit the old one's pass rates
-
-
-def test_measure_reuses_cached_pass_rates(tmp_path):
-    """A content hash already in the cache is not rolled out again (here its folder does not even exist)."""
-    cache = tmp_path / "pass_rates.jsonl"
-    rw.append_rows(cache, [{"content_hash": "ab" * 8, "pass_rate": 0.375, "turns": 3.0}])
-    got = rs.measure(None, {"ab" * 8: tmp_path / "missing-task"}, cache, seed=0, progress=False)
-    assert got["ab" * 8]["pass_rate"] == 0.375 and len(rw.read_rows(cache)) == 1
-    assert rs.env_seed("ab" * 8, 0) == rs.env_seed("ab" * 8, 0) != rs.env_seed("ab" * 8, 1)
 
 
 def torch_equal(p, q) -> bool:

@@ -17,7 +17,7 @@ fall by regression to the mean alone).
 
 Each solver is built once per folder and saved (its corpus is rendered, which takes seconds);
 each (solver, distinct environment) is measured once: the rollout seed is keyed by the
-environment's content (:func:`evokit.studies.reference_solver.env_seed`), so the same task gets
+environment's content (:func:`env_seed`), so the same task gets
 the same pass rate in every store and every notebook, and measurements are cached as rows.
 """
 
@@ -36,13 +36,17 @@ from evokit.grpo import usable
 from evokit.learners import collect_groups
 from evokit.rows import append_rows, read_rows
 from evokit.solvers import CORPUS_SIZE, SOLVERS, Solver, SolverConfig, build_solver
-from evokit.studies.reference_solver import env_seed
 from evokit.world import CorpusConfig, Mixture
 
 ROLLOUTS = 8  # EE: pass rate over 8 rollouts (B = 8)
 ATTEMPTS = 3  # techniques a solver may try per step before it moves on (ours; fixed before the first run)
 #: The seed filter's solver: the world's own mixture, a seed none of A, B, C uses.
 FILTER_SOLVER = SolverConfig("filter", CorpusConfig(Mixture("world"), CORPUS_SIZE, seed=100), seed=100)
+
+
+def env_seed(content_hash: str, seed: int) -> int:
+    """Rollout seed of one environment: its content (same task, same measurement in every store) and the study seed."""
+    return (seed * 1_000_003 + int(content_hash[:12], 16)) % 2**31
 
 
 def solver_by_name(name: str) -> SolverConfig:
