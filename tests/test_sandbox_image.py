@@ -370,7 +370,7 @@ def _peak_rss() -> int:
 def test_copy_of_a_big_sparse_file_is_streamed_and_capped(tmp_path, sandbox_cache, monkeypatch):
     """Class 9: COPY of a 200 MiB sparse file keeps host peak RSS within 48 MiB (the tar goes through
     a temp file, not memory); a 1 GiB sparse file over the cap is a clear error naming file and cap."""
-    from evokit.sandbox import image
+    from evokit.sandbox import copy_layer
 
     ctx = make_context(tmp_path / "ctx", "FROM debian:bookworm-slim\nCOPY big.bin /data/big.bin\n")
     with open(ctx / "big.bin", "wb") as f:
@@ -386,7 +386,7 @@ def test_copy_of_a_big_sparse_file_is_streamed_and_capped(tmp_path, sandbox_cach
                       " | head -c 6").stdout == f"{200 << 20}\nmiddle"
     with open(ctx / "big.bin", "wb") as f:
         f.truncate(1 << 30)
-    monkeypatch.setattr(image, "MAX_COPY_BYTES", 512 << 20)
+    monkeypatch.setattr(copy_layer, "MAX_COPY_BYTES", 512 << 20)
     _reset_peak_rss()
     before = _peak_rss()
     t0 = time.monotonic()

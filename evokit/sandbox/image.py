@@ -15,8 +15,10 @@
   The key chains the parent key with the instruction, the build variables in force and
   (for ``COPY``) the bytes copied, so an unchanged Dockerfile rebuilds in milliseconds
   and an edit rebuilds only from the changed line down.
-* ``COPY`` streams a tar into ``tar -x`` running *inside* the image, so symlinks such as
-  Debian's merged ``/bin -> usr/bin`` are honoured exactly as Docker honours them.
+* ``COPY`` streams a tar (:mod:`evokit.sandbox.copy_layer`) into ``tar -x`` running *inside*
+  the image, so symlinks such as Debian's merged ``/bin -> usr/bin`` are honoured exactly as
+  Docker honours them. Each step runs in a sandbox of its own (:mod:`evokit.sandbox.build_step`),
+  and what it stores is neutralised (no set-uid bits, no device nodes).
 * Concurrency: a layer is built under a per-key ``flock`` into a private temp dir and
   published by an atomic ``rename``; two processes building the same image get one
   correct cache entry, and a killed build leaves only a temp dir that is never read.
@@ -31,26 +33,20 @@ bytes (unless ``$EVOKIT_DEBIAN_SOURCE=registry``).
 from __future__ import annotations
 
 import fcntl
-import glob
 import hashlib
-import io
 import json
 import os
 import re
 import shutil
-import stat
-import tarfile
-import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from evokit.sandbox import dockerfile as df
-from evokit.sandbox import netns, seccomp, stale
-from evokit.sandbox.bwrap import bwrap_base, host_env, overlay_argv, require_tools
-from evokit.sandbox.cgroup import Cgroup, Limits
-from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
+from evokit.sandbox.build_step import ImageBuildError, neutralise_layer, run_step
+from evokit.sandbox.bwrap import require_tools
+from evokit.sandbox.copy_layer import copy_tar, is_dir, owner
 from evokit.sandbox.oci_layers import LAYER_FORMAT, LayerError, layer_rel, unpack_layer
 from evokit.sandbox.process import run_capped
 from evokit.sandbox.registry import RegistryConfig, RegistryError, parse_reference, pull
@@ -58,26 +54,6 @@ from evokit.sandbox.stages import EXTRACT_ARGV, CopyFromError, copy_from_tar
 
 BASE_FORMAT = 1  # bump to invalidate every cached base rootfs
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-#: Build steps run in their own cgroup: a RUN (possibly from a generated Dockerfile) that
-#: fork-bombs stops at this many processes instead of taking the host down.
-BUILD_LIMITS = Limits(pids=4096, storage_mb=None)
-_PROXY_VARS = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
-#: Where build steps see the host's CA bundle. Networks that intercept TLS (corporate
-#: proxies, this project's CI) re-sign registry certificates with a CA that only the host
-#: trusts; Docker users add it to their daemon, we hand it to the build step. It lives on a
-#: tmpfs, so it never becomes part of a layer, and it does not change a layer's key.
-_BUILD_CA_DIR = "/run/evokit-host-ca"
-_CA_ENV = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
-           "NODE_EXTRA_CA_CERTS", "UV_NATIVE_TLS")
-
-
-def host_ca_bundle() -> Path | None:
-    """``$EVOKIT_CA_BUNDLE``, else the host's system bundle, if present ('' disables)."""
-    value = os.environ.get("EVOKIT_CA_BUNDLE")
-    if value is not None:
-        return Path(value) if value else None
-    default = Path("/etc/ssl/certs/ca-certificates.crt")
-    return default if default.is_file() else None
 # Docker Hub's official image only: `debian`, `library/debian`, or a registry host (a name
 # with a dot or a port, or localhost) then `debian` or `[.../]library/debian`; tag bookworm
 # or 12 with an optional -suffix/.suffix. `someuser/debian:bookworm` is someone else's image.
@@ -85,10 +61,6 @@ _DEBIAN = re.compile(
     r"^(?:(?:[\w-]+\.[\w.-]+|localhost|[\w.-]+:\d+)/(?:(?:[\w.-]+/)*library/)?|library/)?"
     r"debian:(bookworm|12)(?:[-.][\w.-]*)?(?:@sha256:[0-9a-f]{64})?$"
 )
-
-
-class ImageBuildError(RuntimeError):
-    """A build step failed; the message names the Dockerfile line and ends with its output."""
 
 
 def cache_root() -> Path:
@@ -340,7 +312,8 @@ def build_image(
                 payload, digest = _copy_from(ins, state, lowerdirs, root, where, stages, stage_names, log)
                 extract = list(EXTRACT_ARGV)
             else:
-                payload, digest = _copy_tar(context, ins, state, lowerdirs, root, where)
+                payload, digest = copy_tar(context, ins, state.variables(), state.workdir,
+                                           Image("", root, tuple(lowerdirs)), root, where)
                 extract = ["tar", "-x", "-p", "--keep-directory-symlink", "-f", "-", "-C", "/"]
             with payload:  # a temp file, fed to the step's stdin: never held in memory
                 key = _layer(root, lowerdirs, key, [ins.keyword, digest], extract, payload,
@@ -373,10 +346,10 @@ def _copy_from(ins: df.Instruction, state: _State, lowerdirs: list[str], root: P
     if not dest.startswith("/"):  # relative to WORKDIR; keep a trailing "/" (it means "a dir")
         dest = str(PurePosixPath(state.workdir) / dest) + ("/" if dest.endswith("/") else "")
     image = Image("", root, tuple(lowerdirs))
-    dest_is_dir = dest.endswith("/") or len(sources) > 1 or _is_dir(image, dest)
-    owner = _owner(ins.flags["chown"], image, where) if ins.flags.get("chown") else None
+    dest_is_dir = dest.endswith("/") or len(sources) > 1 or is_dir(image, dest)
+    ids = owner(ins.flags["chown"], image, where) if ins.flags.get("chown") else None
     try:
-        return copy_from_tar(root, source.lowerdirs, sources, dest, dest_is_dir, owner=owner, where=where)
+        return copy_from_tar(root, source.lowerdirs, sources, dest, dest_is_dir, owner=ids, where=where)
     except CopyFromError as e:
         raise ImageBuildError(str(e)) from None
 
@@ -409,294 +382,8 @@ def _layer(root: Path, lowerdirs: list[str], parent: str, spec: list, argv: list
         with _Lock(root / "locks" / f"{key}.lock"):
             if not (root / rel).is_dir():
                 log(f"step {n}: {where}")
-                _run_step(root, lowerdirs, rel, argv, stdin, state, where, timeout)
+                run_step(root, lowerdirs, rel, argv, stdin, state.variables(), state.workdir, where, timeout)
     lowerdirs.insert(0, rel)
     return key
 
 
-def _run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin: bytes | None,
-              state: _State, where: str, timeout: float) -> None:
-    """Run one build step in a sandbox of its own: own network namespace with outbound access
-    (slirp4netns, host loopback refused: :mod:`evokit.sandbox.netns`), the keyring filter
-    (:mod:`evokit.sandbox.seccomp`), its own cgroup, under a lease (:mod:`evokit.sandbox.stale`)
-    so that a killed build's temp dir and cgroup are removed by the next run."""
-    build_id = uuid.uuid4().hex[:12]
-    tmp = root / "layers" / f".tmp-{build_id}"
-    stale.clean_once(stale.RUN_DIR)
-    lease = stale.Lease(stale.RUN_DIR, f"build-{build_id}")
-    lease.record(tmp_dir=str(tmp), cgroup_dirs=[str(d / f"evokit-build-{build_id}") for d in cgroup_parent_dirs()])
-    cgroup = outbound = None
-    fds: list[int] = []
-    try:
-        (tmp / "upper").mkdir(parents=True)
-        (tmp / "work").mkdir()
-        env = {**{k: v for k, v in os.environ.items() if k in _PROXY_VARS}, **state.variables()}
-        env.setdefault("HOME", "/root")
-        ca_args: list[str] = []
-        if ca := host_ca_bundle():
-            ca_args = ["--tmpfs", _BUILD_CA_DIR, "--ro-bind", str(ca), f"{_BUILD_CA_DIR}/ca.crt"]
-            for var in _CA_ENV:
-                env.setdefault(var, "1" if var == "UV_NATIVE_TLS" else f"{_BUILD_CA_DIR}/ca.crt")
-        info_r, info_w = os.pipe()
-        ready_r, ready_w = os.pipe()
-        go_r, go_w = os.pipe()
-        filter_fd = seccomp.fd()
-        fds = [info_r, info_w, ready_r, ready_w, go_r, go_w, filter_fd]
-        # Handshake: once bwrap has set the namespace up (its loopback included) the step's shell
-        # says so on ready_w and waits on go_r until slirp4netns has configured the network.
-        # (bwrap's --block-fd is no sync point: slirp would race bwrap's own loopback setup.)
-        # Through /proc/self/fd: dash redirects only fds 0-9.
-        gate = (f"echo > /proc/self/fd/{ready_w} && read _ < /proc/self/fd/{go_r}; "
-                'mkdir -p "$0" && cd "$0" && exec "$@"')
-        inner = bwrap_base(resolv_conf=str(netns.resolv_conf()), seccomp_fd=filter_fd, cwd="/", env=env) + ca_args + [
-            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", "evokit-build",
-            "--info-fd", str(info_w), "--", "/bin/sh", "-c", gate, state.workdir, *argv,
-        ]
-        cgroup = Cgroup(f"evokit-build-{build_id}", BUILD_LIMITS)
-
-        def connect(proc) -> None:
-            nonlocal outbound
-            for fd in (info_w, ready_w, go_r, filter_fd):  # the child has its copies now
-                os.close(fd)
-                fds.remove(fd)
-            raw = b""  # EOF at once if bwrap failed before setting up
-            while chunk := os.read(info_r, 4096):
-                raw += chunk
-            if raw and os.read(ready_r, 1):  # b"" if the step died before its gate
-                outbound = netns.Outbound(json.loads(raw)["child-pid"], wrap=cgroup.wrap)
-                outbound.wait_ready()
-            try:
-                os.write(go_w, b"x\n")
-            except BrokenPipeError:  # the step already failed; run_capped reports how
-                pass
-
-        res = run_capped(cgroup.wrap(overlay_argv(cache_root=root, lowerdirs=lowerdirs, upper_root=tmp,
-                                                  tmpfs_bytes=None, inner=inner)),
-                         stdin=stdin, timeout_sec=timeout, max_output_bytes=256 * 1024, env=host_env(),
-                         pass_fds=(info_w, ready_w, go_r, filter_fd), on_start=connect)
-        if res.timed_out or res.return_code != 0:
-            why = f"timed out after {timeout:.0f}s" if res.timed_out else f"exit code {res.return_code}"
-            raise ImageBuildError(f"{where}: build step failed ({why}):\n{(res.stdout + res.stderr)[-4000:]}")
-        if ca_args:  # the tmpfs mountpoint bwrap made is ours, not the step's
-            shutil.rmtree(tmp / "upper" / _BUILD_CA_DIR.lstrip("/"), ignore_errors=True)
-        neutralise_layer(tmp / "upper", where)
-        try:
-            os.rename(tmp / "upper", root / rel)
-        except OSError:
-            if not (root / rel).is_dir():  # lost a race to an identical layer: fine
-                raise
-    finally:
-        for fd in fds:
-            os.close(fd)
-        if outbound is not None:
-            outbound.close()
-        if cgroup is not None:
-            cgroup.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
-        lease.release()
-
-
-def neutralise_layer(upper: Path, where: str = "") -> list[str]:
-    """Strip what a build step must not leave in the host's layer cache; return what it changed.
-
-    Issue 11, class 10: a ``RUN chmod u+s /bin/bash`` or ``RUN mknod`` stored a set-uid root
-    shell or a device node on the host's disk. In every layer a step stores:
-
-    * set-uid / set-gid bits of files are cleared (a set-gid *directory* only sets the group
-      of new files, and keeps it), and ``security.capability`` (``setcap``) is removed;
-    * device nodes are deleted, except overlayfs whiteouts (character device 0/0), which
-      are how a layer records a deletion.
-
-    Decided (stated in the README): this is also what the sandbox sees, so a set-uid
-    program *installed by a RUN step* (``apt-get install sudo``) runs without its bit
-    inside the sandbox, as under ``docker run --security-opt no-new-privileges``. Debian's
-    own base rootfs (``su``, ``mount``, ``passwd``) keeps its bits: it is made by mmdebstrap,
-    not by a task, and the cache root is 0700, so no host user can reach them.
-    """
-    changed: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(upper):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            kind = stat.S_IFMT(st.st_mode)
-            if kind in (stat.S_IFCHR, stat.S_IFBLK):
-                if kind == stat.S_IFCHR and st.st_rdev == 0:
-                    continue  # an overlayfs whiteout
-                os.unlink(path)
-                changed.append(f"removed device node {path}")
-                continue
-            if kind == stat.S_IFLNK:
-                continue
-            bits = stat.S_ISUID | (0 if kind == stat.S_IFDIR else stat.S_ISGID)  # set-gid dirs only group files
-            if st.st_mode & bits:
-                os.chmod(path, stat.S_IMODE(st.st_mode) & ~bits)
-                changed.append(f"cleared set-uid/set-gid on {path}")
-            try:
-                os.removexattr(path, "security.capability", follow_symlinks=False)
-                changed.append(f"removed file capabilities of {path}")
-            except OSError:
-                pass
-    return changed
-
-
-#: Cap on the bytes one ``COPY``/``ADD`` may carry (apparent sizes: a sparse file counts in
-#: full, since the layer stores it whole). Docker has none; a generated Dockerfile that
-#: copies a 1 TB sparse file must fail with a clear error, not fill the host's disk.
-MAX_COPY_BYTES = 8 << 30
-
-
-@dataclass
-class _CopySize:
-    """The running total of one ``COPY``/``ADD`` against :data:`MAX_COPY_BYTES`."""
-
-    where: str
-    total: int = 0
-
-    def add(self, src: Path, size: int) -> None:
-        self.total += size
-        if self.total > MAX_COPY_BYTES:
-            raise df.DockerfileError(f"{self.where}: {src} ({size} bytes) takes this COPY/ADD past its cap of "
-                                     f"{MAX_COPY_BYTES} bytes (evokit.sandbox.image.MAX_COPY_BYTES)")
-
-
-def _copy_tar(context: Path, ins: df.Instruction, state: _State, lowerdirs: list[str],
-              root: Path, where: str) -> tuple[io.BufferedRandom, str]:
-    """The tar stream that ``COPY``/``ADD`` extracts at ``/`` of the image, and its sha256.
-
-    Written to an unnamed temp file in the (0700) cache, never to memory (issue 11, class 9:
-    a 1 GiB sparse file cost 1 GiB of host RSS); the caller closes it.
-    """
-    sources, dest = df.parse_copy_args(df.substitute(ins.args, state.variables()))
-    if not dest.startswith("/"):  # relative to WORKDIR; keep a trailing "/" (it means "a dir")
-        dest = str(PurePosixPath(state.workdir) / dest) + ("/" if dest.endswith("/") else "")
-    image = Image("", root, tuple(lowerdirs))
-    dest_is_dir = dest.endswith("/") or len(sources) > 1 or _is_dir(image, dest)
-    uid, gid = _owner(ins.flags.get("chown"), image, where)
-    mode = int(ins.flags["chmod"], 8) if ins.flags.get("chmod") else None
-    size = _CopySize(where)
-    out = tempfile.TemporaryFile(dir=root)
-    try:
-        with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
-            for pattern in sources:
-                matches = sorted(glob.glob(str(context / pattern), recursive=False))
-                if not matches:
-                    raise df.DockerfileError(f"{where}: {ins.keyword} source {pattern!r} not found in {context}")
-                for src in map(Path, matches):
-                    if not src.resolve().is_relative_to(context.resolve()):
-                        raise df.DockerfileError(f"{where}: {pattern!r} points outside the build context")
-                    _check_source(src, where)
-                    if ins.keyword == "ADD" and src.is_file() and tarfile.is_tarfile(src):
-                        _add_archive(tar, src, dest, uid, gid, size)
-                    elif src.is_dir():
-                        _add_tree(tar, src, dest, uid, gid, mode, size)
-                    else:
-                        target = str(PurePosixPath(dest) / src.name) if dest_is_dir else dest
-                        _add_file(tar, src, target, uid, gid, mode, size)
-        out.seek(0)
-        digest = hashlib.file_digest(out, "sha256").hexdigest()
-        out.seek(0)
-        return out, digest
-    except BaseException:
-        out.close()
-        raise
-
-
-def _check_source(src: Path, where: str) -> None:
-    """Only files, directories and symlinks are copied: opening a FIFO would hang the build
-    (past ``step_timeout_sec``: the read happens before the step starts), and a device or a
-    socket is nothing a layer can hold."""
-    st = src.lstat()
-    if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)):
-        kind = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
-                stat.S_IFBLK: "a block device"}.get(stat.S_IFMT(st.st_mode), "a special file")
-        raise df.DockerfileError(f"{where}: COPY/ADD source {src} is {kind}; only files, directories and "
-                                 "symlinks can be copied into an image")
-
-
-def _is_dir(image: Image, path: str) -> bool:
-    p = image.find(path.rstrip("/") or "/")
-    return p is not None and p.is_dir()
-
-
-def _owner(chown: str | None, image: Image, where: str) -> tuple[int, int]:
-    if not chown:
-        return 0, 0
-    user, _, group = chown.partition(":")
-
-    def lookup(name: str, db: str) -> int:
-        if name.isdigit():
-            return int(name)
-        f = image.find(f"/etc/{db}")
-        for line in (f.read_text().splitlines() if f else []):
-            fields = line.split(":")
-            if fields[0] == name:
-                return int(fields[2])
-        raise df.DockerfileError(f"{where}: --chown {name!r} is not in the image's /etc/{db}")
-
-    uid = lookup(user, "passwd")
-    return uid, lookup(group, "group") if group else uid
-
-
-def _info(name: str, st: os.stat_result, uid: int, gid: int, mode: int | None) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name.lstrip("/"))
-    info.uid, info.gid, info.mtime = uid, gid, 0  # mtime 0: same bytes → same layer key
-    info.mode = mode if mode is not None else (st.st_mode & 0o7777)
-    return info
-
-
-def _add_file(tar: tarfile.TarFile, src: Path, target: str, uid: int, gid: int, mode: int | None,
-              size: _CopySize) -> None:
-    st = src.lstat()
-    info = _info(target, st, uid, gid, mode)
-    if stat.S_ISLNK(st.st_mode):
-        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(src)
-        tar.addfile(info)
-        return
-    _check_source(src, size.where)
-    size.add(src, st.st_size)
-    info.size = st.st_size
-    # O_NOFOLLOW|O_NONBLOCK: a file swapped for a link or a FIFO after the lstat is not
-    # followed and does not block; fstat checks it is still the regular file we sized.
-    fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        now = os.fstat(fd)
-        if not stat.S_ISREG(now.st_mode) or now.st_size != st.st_size:
-            raise df.DockerfileError(f"{size.where}: COPY/ADD source {src} changed while it was being read")
-        tar.addfile(info, f)
-
-
-def _add_tree(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, mode: int | None,
-              size: _CopySize) -> None:
-    tar.addfile(_dir_info(dest, src.stat(), uid, gid, mode))
-    for dirpath, dirnames, filenames in os.walk(src):
-        dirnames.sort()
-        rel = Path(dirpath).relative_to(src)
-        for d in dirnames:
-            path, name = Path(dirpath) / d, str(PurePosixPath(dest) / rel / d)
-            if path.is_symlink():  # a link to a dir stays a link (os.walk lists, never enters it)
-                _add_file(tar, path, name, uid, gid, mode, size)
-            else:
-                tar.addfile(_dir_info(name, path.stat(), uid, gid, mode))
-        for name in sorted(filenames):
-            _add_file(tar, Path(dirpath) / name, str(PurePosixPath(dest) / rel / name), uid, gid, mode, size)
-
-
-def _dir_info(name: str, st: os.stat_result, uid: int, gid: int, mode: int | None) -> tarfile.TarInfo:
-    info = _info(name, st, uid, gid, mode)
-    info.type = tarfile.DIRTYPE
-    return info
-
-
-def _add_archive(tar: tarfile.TarFile, src: Path, dest: str, uid: int, gid: int, size: _CopySize) -> None:
-    """``ADD local.tar.gz /dir/`` unpacks the archive, as Docker does.
-
-    Its members are only re-packed here (streamed, never extracted on the host); the build
-    step's tar unpacks them inside the step's sandbox, and the stored layer is neutralised.
-    """
-    with tarfile.open(src) as archive:
-        for member in archive:  # streamed: getmembers() would hold every header at once
-            if member.isfile():
-                size.add(src / member.name, member.size)
-            data = archive.extractfile(member) if member.isfile() else None
-            member.name = str(PurePosixPath(dest) / member.name).lstrip("/")
-            tar.addfile(member, data)
