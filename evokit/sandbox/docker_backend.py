@@ -43,10 +43,8 @@ ours to close); timed-out commands are killed by host pid only when the daemon i
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
-import re
 import shlex
 import socket
 import struct
@@ -54,17 +52,14 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from evokit.sandbox.cgroup import Limits
-from evokit.sandbox.docker_engine import LABEL, client, ensure_debian_base
-from evokit.sandbox.image import ImageBuildError, debian_suite
+from evokit.sandbox.docker_engine import LABEL, client
+from evokit.sandbox.docker_image import DockerImage
 from evokit.sandbox.process import TIMEOUT_EXIT_CODE, ExecResult, HeadTail
 from evokit.sandbox.runtime import LOG_DIRS, SandboxError, tar_bytes
 
-_FROM = re.compile(r"^\s*FROM\s+(?:--platform=\S+\s+)?(\S+)", re.IGNORECASE | re.MULTILINE)
 #: The task image's tar, sh and find unpack downloads in the helper container; tar as root
 #: needs these to create files and dirs it does not own (nothing else: no chown, no setid).
 _HELPER_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER"]
@@ -77,99 +72,6 @@ find /out -type l -exec sh -c '
     case "$(realpath -m -- "$l")" in /out/*) ;; *) rm -f -- "$l" ;; esac
   done' sh {} +
 """
-
-
-@dataclass(frozen=True)
-class DockerImage:
-    """A task image in the daemon: its tag and the config that ``exec`` needs by default."""
-
-    tag: str
-    workdir: str = "/"
-    env: dict[str, str] = field(default_factory=dict)
-    user: str | None = None
-
-
-def _context_key(env_dir: Path) -> str:
-    """Content hash of the build context (names, modes, bytes): same context → same tag."""
-    h = hashlib.sha256()
-    for p in sorted(env_dir.rglob("*")):
-        rel = p.relative_to(env_dir).as_posix()
-        if p.is_symlink():
-            h.update(f"L {rel} {os.readlink(p)}\0".encode())
-        elif p.is_file():
-            h.update(f"F {rel} {p.stat().st_mode & 0o7777:o}\0".encode())
-            h.update(hashlib.sha256(p.read_bytes()).digest())
-        elif p.is_dir():
-            h.update(f"D {rel}\0".encode())
-    return h.hexdigest()[:20]
-
-
-def build_docker_image(env_dir: str | Path, *, log: Callable[[str], None] = lambda s: None,
-                       docker_client=None) -> DockerImage:
-    """Build ``env_dir/Dockerfile`` with the daemon (cached by content), return its config.
-
-    ``FROM debian:*`` bases missing from the daemon are imported from the mmdebstrap rootfs
-    when this machine can make one (offline machines); any other base is pulled by the daemon.
-    """
-    import docker
-
-    env_dir = Path(env_dir)
-    dockerfile = env_dir / "Dockerfile"
-    if not dockerfile.is_file():
-        raise ImageBuildError(f"{dockerfile} not found: the Docker backend builds a task's environment/Dockerfile")
-    c = docker_client or client()
-    for ref in _FROM.findall(dockerfile.read_text()):
-        if ref.split("/")[-1].startswith("debian:") or ref.startswith("debian@"):
-            try:
-                c.images.get(ref)
-            except docker.errors.ImageNotFound:
-                suite = debian_suite(ref, str(dockerfile))
-                if _can_make_base():
-                    ensure_debian_base(c, suite, log)
-    tag = f"evokit-task:{_context_key(env_dir)}"
-    try:
-        image = c.images.get(tag)
-    except docker.errors.ImageNotFound:
-        log(f"docker build {env_dir} -> {tag}")
-        try:
-            image, _ = c.images.build(path=str(env_dir), tag=tag, rm=True, forcerm=True,
-                                      labels={LABEL: "task-image"})
-        except docker.errors.BuildError as e:
-            lines = [str(chunk.get("stream") or chunk.get("error") or "").rstrip() for chunk in e.build_log]
-            tail = "\n".join(line for line in lines if line)[-3000:]
-            raise ImageBuildError(f"docker build of {dockerfile} failed: {e.msg}\n{tail}") from None
-        except docker.errors.APIError as e:
-            raise ImageBuildError(f"docker build of {dockerfile} failed: {e.explanation or e}") from None
-    return _image_config(tag, image)
-
-
-def prebuilt_docker_image(ref: str, *, log: Callable[[str], None] = lambda s: None,
-                          docker_client=None) -> DockerImage:
-    """``[environment].docker_image``: the daemon's copy of ``ref``, pulled if it has none."""
-    import docker
-
-    c = docker_client or client()
-    try:
-        image = c.images.get(ref)
-    except docker.errors.ImageNotFound:
-        log(f"docker pull {ref}")
-        try:
-            image = c.images.pull(ref)
-        except docker.errors.APIError as e:
-            raise ImageBuildError(f"docker pull {ref} failed: {e.explanation or e}") from None
-    return _image_config(ref, image)
-
-
-def _image_config(tag: str, image) -> DockerImage:
-    cfg = image.attrs.get("Config") or {}
-    env = dict(item.split("=", 1) for item in cfg.get("Env") or [] if "=" in item)
-    return DockerImage(tag=tag, workdir=cfg.get("WorkingDir") or "/", env=env, user=cfg.get("User") or None)
-
-
-def _can_make_base() -> bool:
-    import shutil
-
-    return os.geteuid() == 0 and shutil.which("mmdebstrap") is not None
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes | None:

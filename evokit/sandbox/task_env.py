@@ -63,7 +63,7 @@ def sandbox_backend() -> str:
 def image_for_task(task: Task | str | Path, log: Callable[[str], None] = lambda s: None) -> Image:
     task = task if isinstance(task, Task) else open_task(task)
     if sandbox_backend() == "docker":
-        from evokit.sandbox.docker_backend import build_docker_image, prebuilt_docker_image
+        from evokit.sandbox.docker_image import build_docker_image, prebuilt_docker_image
 
         if task.config.environment.docker_image:
             return prebuilt_docker_image(task.config.environment.docker_image, log=log)
