@@ -53,13 +53,16 @@ def full_sizes(notebook: Path) -> str:
     return ""
 
 
-def record_full_run(name: str, notebook: Path, seconds: float, status: str) -> None:
+def record_full_run(name: str, notebook: Path, seconds: float, status: str, *, redraw: bool = True) -> None:
     """Merge one full run into ``figures/full/runs.json``: wall time, status, host cores, the sizes cell,
     and the study config the run recorded in its ``summary.json`` (where the sizes cell only names one).
 
     A full study resumes from its rows, so running a finished notebook again (e.g. to redraw a figure)
-    takes seconds: such a run, with the same sizes and study, is appended to ``reruns`` and the first
-    successful run's time, the one that computed the rows, stays. Other sizes start a new record.
+    takes seconds: such a run (``redraw``: its summary was there before it ran), with the same sizes and
+    study, is appended to ``reruns`` and the first successful run's time, the one that computed the rows,
+    stays. A run that computed the rows again (``redraw=False``: on a machine without them, since
+    ``results/`` is not committed) becomes the record, the earlier one kept under ``previous``, so
+    both computations' times are on file. Other sizes start a new record.
     """
     path = ROOT / "figures" / "full" / "runs.json"
     runs = json.loads(path.read_text()) if path.exists() else {}
@@ -67,11 +70,18 @@ def record_full_run(name: str, notebook: Path, seconds: float, status: str) -> N
     study = json.loads(summary.read_text()).get("study") if summary.exists() else None
     now = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     sizes, old = full_sizes(notebook), runs.get(name)
-    if old is not None and old.get("status") == "ok" and (old.get("sizes"), old.get("study")) == (sizes, study):
+    same = old is not None and old.get("status") == "ok" and (old.get("sizes"), old.get("study")) == (sizes, study)
+    if same and redraw:
         old.setdefault("reruns", []).append({"finished": now, "seconds": seconds, "status": status})
     else:
         runs[name] = {"seconds": seconds, "status": status, "cpus": os.cpu_count(), "finished": now,
                       "results_dir": f"results/full/{name}", "sizes": sizes, "study": study}
+        if old is not None and (old.get("sizes"), old.get("study")) == (sizes, study):
+            earlier = old.pop("previous", [])  # computed again: the earlier computations stay on file
+            if old.get("status") == "ok":
+                earlier.append(old)
+            if earlier:
+                runs[name]["previous"] = earlier
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(runs, indent=2, sort_keys=True) + "\n")
 
@@ -101,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         name = path.stem
         results_dir = f"results/{name}" if smoke else f"results/full/{name}"
         print(f"[{i}/{len(paths)}] {name} (smoke={smoke}, results_dir={results_dir}) …", flush=True)
+        redraw = (ROOT / results_dir / "summary.json").exists()  # a finished study: this run only redraws
         t0 = time.monotonic()
         try:
             pm.execute_notebook(str(path), str(out_dir / path.name), parameters={"smoke": smoke, "results_dir": results_dir},
@@ -119,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         times_path.parent.mkdir(parents=True, exist_ok=True)
         times_path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
         if not smoke:
-            record_full_run(name, path, seconds, status)
+            record_full_run(name, path, seconds, status, redraw=redraw)
     print(f"{len(paths) - len(failed)}/{len(paths)} notebooks ran; times in {times_path.relative_to(ROOT)}")
     if failed:
         print(f"failed: {', '.join(failed)}")

@@ -1,5 +1,6 @@
 """scripts/run_notebooks.py's record of full runs (figures/full/runs.json): the time that computed a
-study's rows survives a rerun that only redraws it, and other sizes start a new record."""
+study's rows survives a rerun that only redraws it, a run that computed them again becomes the record with
+the earlier one kept beside it, and other sizes start a new record."""
 
 from __future__ import annotations
 
@@ -42,6 +43,23 @@ def test_a_rerun_keeps_the_computing_runs_time_and_other_sizes_replace_it(tmp_pa
     rn.record_full_run("demo", notebook(nb, 9), 900.0, "ok")  # other sizes: a new first run
     rec = json.loads(runs_json.read_text())["demo"]
     assert rec["seconds"] == 900.0 and "reruns" not in rec and '"runs": 9' in rec["sizes"]
+
+
+def test_a_recomputation_becomes_the_record_and_keeps_the_earlier_one(tmp_path):
+    """On a machine without the rows (results/ is not committed) the same study is computed again: its time
+    is the record's, and the first computation, with its redraws, is kept under ``previous``."""
+    rn = load_script(tmp_path)
+    nb = notebook(tmp_path / "demo.ipynb", 5)
+    rn.record_full_run("demo", nb, 7000.0, "ok", redraw=False)
+    rn.record_full_run("demo", nb, 12.5, "ok", redraw=True)
+    rn.record_full_run("demo", nb, 4000.0, "ok", redraw=False)
+    rec = json.loads((tmp_path / "figures" / "full" / "runs.json").read_text())["demo"]
+    assert rec["seconds"] == 4000.0 and "reruns" not in rec
+    assert [(p["seconds"], [r["seconds"] for r in p["reruns"]]) for p in rec["previous"]] == [(7000.0, [12.5])]
+    rn.record_full_run("demo", nb, 30.0, "failed", redraw=False)  # a failed attempt loses neither computation
+    rn.record_full_run("demo", nb, 4100.0, "ok", redraw=False)
+    rec = json.loads((tmp_path / "figures" / "full" / "runs.json").read_text())["demo"]
+    assert rec["seconds"] == 4100.0 and [p["seconds"] for p in rec["previous"]] == [7000.0, 4000.0]
 
 
 def test_a_failed_first_run_is_replaced_by_the_next(tmp_path):
