@@ -19,7 +19,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from evokit.sandbox import dockerfile as df
 
@@ -78,13 +78,19 @@ def copy_tar(context: Path, ins: df.Instruction, variables: dict[str, str], work
                     else:
                         target = str(PurePosixPath(dest) / src.name) if dest_is_dir else dest
                         _add_file(tar, src, target, uid, gid, mode, size)
-        out.seek(0)
-        digest = hashlib.file_digest(out, "sha256").hexdigest()
-        out.seek(0)
-        return out, digest
+        return sealed(out)
     except BaseException:
         out.close()
         raise
+
+
+def sealed[F: IO[bytes]](out: F) -> tuple[F, str]:
+    """A finished layer's tar stream, rewound for reading, with its sha256: the digest that keys
+    the layer in the cache (shared by COPY/ADD and ``COPY --from``)."""
+    out.seek(0)
+    digest = hashlib.file_digest(out, "sha256").hexdigest()
+    out.seek(0)
+    return out, digest
 
 
 def _check_source(src: Path, where: str) -> None:

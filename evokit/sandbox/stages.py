@@ -21,7 +21,6 @@ errors naming the line): wildcards in ``COPY --from`` sources and ``--chmod`` wi
 
 from __future__ import annotations
 
-import hashlib
 import posixpath
 import re
 import shutil
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from evokit.sandbox.bwrap import host_env, overlay_argv
+from evokit.sandbox.copy_layer import sealed
 from evokit.sandbox.oci_layers import system_binds
 
 #: What the extracting side runs (``-i``: one tar stream per source, concatenated).
@@ -109,10 +109,7 @@ def copy_from_tar(root: Path, lowerdirs: tuple[str, ...] | list[str], sources: l
         if res.returncode != 0:
             why = " ".join(res.stderr.decode(errors="replace").split())[-400:]
             raise CopyFromError(f"{where}: COPY --from failed: {why}")
-        out.seek(0)
-        digest = hashlib.file_digest(out, "sha256").hexdigest()
-        out.seek(0)
-        return out, digest
+        return sealed(out)
     except BaseException:
         out.close()
         raise
