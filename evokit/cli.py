@@ -336,6 +336,8 @@ def serve_llm(
     # escapes as a KeyboardInterrupt (it killed the command, exit -2, before cleanup), and none lands
     # inside Popen.poll(), where it can leave the wait lock held so that stop() hangs (a likely cause
     # of a hang seen under load). A handler setting a threading.Event could deadlock on its lock.
+    # Once stopped, both are ignored: at exit CPython puts SIG_DFL back in place of a Python handler
+    # (not of SIG_IGN), so a late Ctrl-C during interpreter shutdown killed the command (exit -2).
     signals: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: signals.append(signum))
@@ -349,6 +351,8 @@ def serve_llm(
                                + (f" (log: {log})" if log else " (pass --log FILE to see why)"))
     finally:
         srv.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
     console.print("[dim]server stopped")
 
 
