@@ -1,10 +1,11 @@
-"""Tests for evokit.sandbox.transfer: host-safe, streamed, capped file transfers (issue 11).
+"""Tests for evokit.sandbox.transfer: host-safe, streamed, capped file transfers.
 
 The agent is an adversary that is root (or uid 1234) in its sandbox and reads this source:
-every test plants what such an agent would (links into ``/tests`` or onto the host, FIFOs,
-device nodes, set-uid files, a trojaned ``tar``/``sh``, huge sparse files) in a real sandbox
-and checks what arrives on the other side, what the host's memory did, and, through
-``running``, that nothing of either sandbox is left behind.
+every test plants what such an agent would (links into ``/tests`` or onto the host, links the
+kernel resolves elsewhere than their text says, FIFOs, device nodes, set-uid files, a trojaned
+``tar``/``sh``, huge sparse files) in a real sandbox and checks what arrives on the other side,
+what the host's memory did, and, through ``running``, that nothing of either sandbox is left
+behind.
 """
 
 import os
@@ -12,10 +13,11 @@ import stat
 import subprocess
 
 import pytest
+from docker_support import docker_client, docker_daemon  # noqa: F401
 from sandbox_support import running
 
 from evokit.sandbox import SandboxError
-from evokit.sandbox.transfer import TransferError, copy_between
+from evokit.sandbox.transfer import TransferError, copy_between, download
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -27,10 +29,10 @@ echo answer > /app/d/f
 echo nested > /app/d/sub/g
 chmod 640 /app/d/f
 printf '#!/bin/sh\necho tool\n' > /app/node_modules/pkg/bin/tool && chmod 755 /app/node_modules/pkg/bin/tool
-ln -s ../pkg/bin/tool /app/node_modules/.bin/tool   # a link inside the copied paths: stays a link
-ln -s d /app/dlink                                   # a link to a copied dir: stays a link
-ln -s /tests/expected_output.txt /app/out.txt        # the answer-key link (class 2): refused
-ln -s /etc/hostname /app/host_name                   # a file outside: copied as its content
+ln -s ../pkg/bin/tool /app/node_modules/.bin/tool   # a link to a copied file: a copy of it
+ln -s d /app/dlink                                   # a link to a copied dir: a copy of it
+ln -s /tests/expected_output.txt /app/out.txt        # the answer-key link: refused
+ln -s /etc/hostname /app/host_name                   # a file outside the copied paths: refused
 ln -s /etc /app/etc_link                             # a dir outside: refused
 ln -s loop1 /app/loop2 && ln -s loop2 /app/loop1     # a loop: refused
 mkfifo /app/fifo
@@ -47,9 +49,10 @@ def _mode(sandbox, path: str) -> str:
 
 @pytest.mark.parametrize("user", ["root", "agent"])
 def test_copy_between_resolves_or_refuses_links_and_drops_specials(base_image, user):
-    """Only the agent's files cross: links into /tests, dir links out of the paths, loops, FIFOs and
-    device nodes are refused; in-tree links stay links; set-uid/set-gid bits are gone; owners, modes
-    and contents are kept. Run as root and as the unprivileged agent (uid 1234, who owns /app)."""
+    """Only the agent's files cross, and no symlink: links into /tests, to files or dirs outside the
+    paths, loops, FIFOs and device nodes are refused; links to copied files and dirs arrive as copies;
+    set-uid/set-gid bits are gone; owners, modes and contents are kept. Run as root and as the
+    unprivileged agent (uid 1234, who owns /app)."""
     with running(base_image) as src, running(base_image) as dst:
         assert src.exec("chown agent /app", user="root").ok
         res = src.exec(AGENT_WORK, user=user)
@@ -61,19 +64,25 @@ def test_copy_between_resolves_or_refuses_links_and_drops_specials(base_image, u
         src.kill_commands()
         report = copy_between(src, dst, ["/app"], max_bytes=64 * MiB)
         refused = dict(report.refused)
-        assert {"/app/out.txt", "/app/etc_link", "/app/loop1", "/app/loop2", "/app/fifo"} <= refused.keys()
+        assert {"/app/out.txt", "/app/etc_link", "/app/host_name", "/app/loop1", "/app/loop2",
+                "/app/fifo"} <= refused.keys()
         assert "dangling" in refused["/app/out.txt"]
+        assert "outside the copied paths" in refused["/app/host_name"]
+        assert "a directory outside" in refused["/app/etc_link"]
+        assert "loop" in refused["/app/loop1"]
         if user == "root":
             assert "block device" in refused["/app/disk"] and "character device" in refused["/app/null"]
         # the answer key never becomes readable through the agent's output path
         assert dst.exec("test -e /app/out.txt || test -L /app/out.txt").return_code == 1
         assert dst.exec("test -e /app/fifo || test -e /app/disk || test -e /app/etc_link").return_code == 1
+        assert dst.exec("test -e /app/host_name || test -L /app/host_name").return_code == 1
         assert dst.exec("test -e /app/only_in_dst").return_code == 1  # replaced by the agent's /app
-        assert dst.exec("cat /app/d/f /app/d/sub/g /app/dlink/f").stdout == "answer\nnested\nanswer\n"
-        assert dst.exec("readlink /app/node_modules/.bin/tool && /app/node_modules/.bin/tool").stdout == \
-            "../pkg/bin/tool\ntool\n"
-        assert dst.exec("test -L /app/host_name && echo link || cat /app/host_name").stdout == \
-            src.exec("cat /etc/hostname").stdout
+        assert dst.exec("find /app -type l").stdout == ""  # the verifier receives no symlink at all
+        assert dst.exec("cat /app/d/f /app/d/sub/g /app/dlink/f /app/dlink/sub/g").stdout == \
+            "answer\nnested\nanswer\nnested\n"
+        assert _mode(dst, "/app/dlink") == f"755 {'agent' if user == 'agent' else 'root'} directory"
+        assert dst.exec("/app/node_modules/.bin/tool").stdout == "tool\n"
+        assert _mode(dst, "/app/node_modules/.bin/tool").endswith("regular file")
         owner = "agent" if user == "agent" else "root"
         assert _mode(dst, "/app/d/f") == f"640 {owner} regular file"
         assert _mode(dst, "/app/suid_ls") == f"755 {owner} regular file"
@@ -132,7 +141,7 @@ def _peak_rss() -> int:
 
 
 def test_sparse_3gib_log_download_keeps_host_memory_bounded(base_image, tmp_path):
-    """Class 9: a 3 GiB sparse log comes back streamed (peak RSS grows < 64 MiB, holes kept on disk);
+    """The host-memory class: a 3 GiB sparse log comes back streamed (peak RSS grows < 64 MiB, holes kept on disk);
     with the default 1 GiB cap it is refused with an error naming the file and the cap."""
     with running(base_image) as s:
         assert s.exec("truncate -s 3G /logs/agent/huge.log && echo tail >> /logs/agent/huge.log").ok
@@ -154,9 +163,10 @@ def test_sparse_3gib_log_download_keeps_host_memory_bounded(base_image, tmp_path
 
 @pytest.mark.parametrize("user", ["root", "agent"])
 def test_download_never_writes_outside_the_target(base_image, tmp_path, user):
-    """Class 6: an agent (root, or uid 1234) plants absolute and escaping links, a link chain, a path
-    deeper than PATH_MAX with a link at its end (the tarfile filter-bypass shape), FIFOs and (root)
-    device nodes; the host gets the files, the links that stay inside, and nothing anywhere else."""
+    """The host-write class: an agent (root, or uid 1234) plants absolute and escaping links, a link
+    chain, a path deeper than PATH_MAX with a link at its end (the tarfile filter-bypass shape),
+    FIFOs and (root) device nodes; the host gets the files, copies of the files that in-tree links
+    lead to, no symlink at all, and nothing anywhere else."""
     victim = tmp_path / "victim"
     victim.mkdir()
     (victim / "keep.txt").write_text("untouched\n")
@@ -177,10 +187,10 @@ def test_download_never_writes_outside_the_target(base_image, tmp_path, user):
         assert sorted(os.listdir(victim)) == ["keep.txt"]
         assert (victim / "keep.txt").read_text() == "untouched\n"
         got = tmp_path / "dl"
-        assert os.readlink(got / "inside") == "plain" and (got / "inside").read_text() == "ok\n"
-        assert (got / "chain").is_symlink()  # relative and inside: kept, and it points at nothing
-        for name in ("victim", "pipe", "disk"):
+        assert not (got / "inside").is_symlink() and (got / "inside").read_text() == "ok\n"
+        for name in ("victim", "chain", "pipe", "disk"):  # chain -> victim -> a path missing in the sandbox
             assert not os.path.lexists(got / name)
+        assert _host_links(got) == []
         fd = os.open(got, os.O_RDONLY)
         try:
             for part in deep.split("/"):
@@ -199,6 +209,14 @@ def test_download_never_writes_outside_the_target(base_image, tmp_path, user):
         assert (victim / "keep.txt").read_text() == "untouched\n"
 
 
+def _host_links(top) -> list[str]:
+    """Every symlink under the host dir ``top`` (none is followed)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        found += [os.path.join(dirpath, n) for n in dirnames + filenames if os.path.islink(os.path.join(dirpath, n))]
+    return found
+
+
 def test_reads_of_fifos_and_devices_refuse_instead_of_hanging(base_image, tmp_path):
     """read_file/download_file of a FIFO or a device node: a clear error at once, never opened."""
     with running(base_image) as s:
@@ -211,7 +229,7 @@ def test_reads_of_fifos_and_devices_refuse_instead_of_hanging(base_image, tmp_pa
 
 
 def test_upload_refuses_a_symlinked_folder_and_links_inside_stay_in_the_sandbox(base_image, tmp_path):
-    """Class 12a: a ``tests/`` that is itself a symlink is refused (its target is never uploaded);
+    """The linked-tests-folder class: a ``tests/`` that is itself a symlink is refused (its target is never uploaded);
     a link inside an uploaded folder arrives as a link resolved in the sandbox, so a host secret it
     names is not read; a FIFO in the folder is an error naming it, not a hang."""
     secret = tmp_path / "host-secret.txt"
@@ -278,7 +296,7 @@ def test_filtered_download_takes_selected_regular_files_only(base_image, tmp_pat
 @pytest.mark.parametrize("include_logs", [[], ["*"]])
 def test_harbor_trial_downloads_cannot_write_outside_the_trial_dir(tmp_path, sandbox_cache, monkeypatch,
                                                                    include_logs):
-    """Class 6 end to end: through Harbor's ``Trial`` on ``BubblewrapEnvironment``, a root agent that
+    """The host-write class end to end: through Harbor's ``Trial`` on ``BubblewrapEnvironment``, a root agent that
     trojans tar and plants escaping links, a deeper-than-PATH_MAX path, FIFOs and device nodes in
     /logs/agent and /logs/verifier gets its logs downloaded by Harbor (``download_dir``, or with
     ``include_logs`` the filtered download, whose Harbor default would run the trojaned tar) with
@@ -313,10 +331,205 @@ def test_harbor_trial_downloads_cannot_write_outside_the_trial_dir(tmp_path, san
     assert sorted(os.listdir(tmp_path)) == sorted([*before, "trials"])
     assert sorted(os.listdir(victim)) == ["keep.txt"] and (victim / "keep.txt").read_text() == "untouched\n"
     trial_dir = next((tmp_path / "trials").iterdir())
-    found = subprocess.run(["find", str(trial_dir), "(", "-type", "l", "-lname", "/*", ")", "-o", "(", "-type", "l",
-                            "-lname", "*..*", ")", "-o", "-type", "p", "-o", "-type", "b", "-o", "-type", "c"],
-                           capture_output=True, text=True)
+    found = subprocess.run(["find", str(trial_dir), "-type", "l", "-o", "-type", "p", "-o", "-type", "b", "-o",
+                            "-type", "c"], capture_output=True, text=True)
     assert found.returncode == 0 and found.stdout == "", found.stdout[-2000:]
     assert (trial_dir / "agent" / "note.txt").read_text() == "note\n"  # the logs themselves did come back
     if not include_logs:
         assert (trial_dir / "agent" / d200).is_dir()
+
+
+# ------------------------------------------------ links whose text says one place, the kernel another
+KEY = "KEY-7f3e"  # the verifier's answer key: must never be readable from what the agent's work became
+SETUP = """set -e
+mkdir -p /srv/out /tests /app/deep/tests && chown {user} /app /srv/out /app/deep /app/deep/tests
+echo decoy-in-src > /tests/expected_totals.tsv   # so that links into /tests resolve in the source
+"""
+LINK_ATTACKS = r"""set -e
+cd /app
+mkdir -p a/b tests deep/er x
+echo decoy > tests/expected_totals.tsv
+echo decoy > deep/tests/expected_totals.tsv
+ln -s /app a/b/up                                                      # a dir link to an ancestor
+ln -s a/b/up/../../../tests/expected_totals.tsv account_totals.tsv    # the reproduction
+ln -s c2 c1 && ln -s c3 c2 && ln -s a/b/up/../../../tests/expected_totals.tsv c3   # a chain of links
+ln -s / deep/er/abs                                                    # a dir link to / in the work dir
+ln -s deep/er/abs/../../tests/expected_totals.tsv dotdot_after_abs     # '..' after an absolute link
+ln -s /app/deep deep/er/abs2 && ln -s deep/er/abs2/../../tests/expected_totals.tsv dotdot_after_abs2
+ln -s deep/er/abs/tests/expected_totals.tsv through_root
+ln -s /proc/self/root/tests/expected_totals.tsv proc_self              # magic links, /proc's mount
+ln -s /proc/1/root/tests/expected_totals.tsv proc_one
+ln -s /dev/shm/../../tests/expected_totals.tsv through_a_mount
+echo outside > /srv/out/hard.txt && ln /srv/out/hard.txt hl && ln -s /srv/out/hard.txt via_hard
+echo secret-9c1d > /srv/out/secret.txt && ln -s /srv/out/secret.txt via_secret
+ln -s ../a x/dirlink                                                   # a dir link inside the paths
+ln -s ../account_totals.tsv x/to_a_refused_link
+ln -s ../x x/self_parent                                               # its own parent: a loop
+echo ok > x/plain && ln -s plain x/good                                # an ordinary in-tree link
+"""
+REFUSED = {  # path -> a word of the reason
+    "/app/account_totals.tsv": "outside the copied paths", "/app/c1": "outside", "/app/c2": "outside",
+    "/app/c3": "outside", "/app/a/b/up": "loop", "/app/deep/er/abs": "a directory outside",
+    "/app/dotdot_after_abs": "outside", "/app/dotdot_after_abs2": "outside", "/app/through_root": "outside", "/app/proc_self": "root mount",
+    "/app/proc_one": "root mount", "/app/through_a_mount": "root mount", "/app/via_secret": "outside",
+    "/app/x/to_a_refused_link": "outside", "/app/x/self_parent": "loop",
+}
+
+
+@pytest.mark.parametrize("user", ["root", "agent"])
+def test_copy_between_resolves_every_link_by_the_kernel_and_creates_none(base_image, user):
+    """The answer-key-through-a-link class: ``a/b/up/../../../tests/key`` with ``up -> /app`` reads as
+    ``/app/tests/key`` (a decoy inside the copied paths) but the kernel resolves it to ``/tests/key``.
+    With the reproduction, a chain, '..' after an absolute link, a dir link to '/', /proc magic
+    links, a path through a mount, a link to a hard-linked file and dir links (one a loop), the
+    verifier gets regular files and dirs only, none of the answer key, none of the files outside the
+    paths (but the hard-linked one, whose bytes cross anyway), and every refusal with its reason."""
+    with running(base_image) as src, running(base_image) as dst:
+        assert src.exec(SETUP.format(user=user), user="root").ok
+        res = src.exec(LINK_ATTACKS, user=user)
+        assert res.ok, res.stderr
+        if user == "root":  # a top path that is itself a link out of the paths
+            assert src.exec("rm -rf /logs/artifacts && ln -s /app/a/b/up/../../../tests /logs/artifacts").ok
+        assert dst.exec(f"mkdir -p /tests && echo {KEY} > /tests/expected_totals.tsv").ok
+        src.kill_commands()
+        report = copy_between(src, dst, ["/app", "/logs/artifacts"], max_bytes=64 * MiB)
+        refused = dict(report.refused)
+        for path, why in REFUSED.items():
+            assert why in refused.get(path, ""), (path, refused.get(path))
+        if user == "root":
+            assert "a directory outside" in refused["/logs/artifacts"]
+        assert dst.exec("find /app /logs/artifacts -type l").stdout == ""
+        assert dst.exec(f"grep -rl -e {KEY} -e secret-9c1d -e decoy-in-src /app /logs/artifacts").stdout == ""
+        for path in REFUSED:
+            assert dst.exec(f"test -e {path} || test -L {path}").return_code == 1, path
+        assert dst.exec("cat /app/hl /app/via_hard /app/x/good").stdout == "outside\noutside\nok\n"
+        # the dir link inside arrives as a real dir with the target's files, its loop left out
+        assert dst.exec("find /app/x/dirlink | sort").stdout == "/app/x/dirlink\n/app/x/dirlink/b\n"
+        assert _mode(dst, "/app/x/dirlink") == f"755 {user} directory"
+
+
+@pytest.mark.parametrize("user", ["root", "agent"])
+def test_download_resolves_every_link_in_the_sandbox_and_writes_none(base_image, tmp_path, user):
+    """Downloads follow the same rule: the link shapes above in a downloaded dir (plus ones whose text
+    names a host path) leave no symlink on the host, nothing outside the target, and none of the
+    sandbox's files outside the downloaded tree; in-tree links arrive as copies."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("untouched\n")
+    with running(base_image) as s:
+        assert s.exec(SETUP.format(user=user), user="root").ok
+        res = s.exec(LINK_ATTACKS + f"ln -s a/b/up/../../../../../../..{victim}/keep.txt host_dotted\n"
+                     f"ln -s deep/er/abs{victim}/keep.txt host_through_root\n", user=user)
+        assert res.ok, res.stderr
+        assert s.exec(f"mkdir -p {victim} && echo sandbox-side > {victim}/keep.txt").ok
+        got = tmp_path / "dl"
+        report = download(s, "/app", got, 64 * MiB, as_file=False)
+        refused = dict(report.refused)
+        for path, why in {**REFUSED, "/app/host_dotted": "outside", "/app/host_through_root": "outside"}.items():
+            assert why in refused.get(path, ""), (path, refused.get(path))
+            assert not os.path.lexists(got / path.removeprefix("/app/")), path
+        assert _host_links(got) == []
+        assert sorted(os.listdir(tmp_path)) == ["dl", "victim"]
+        assert sorted(os.listdir(victim)) == ["keep.txt"] and (victim / "keep.txt").read_text() == "untouched\n"
+        texts = {p.read_text() for p in got.rglob("*") if p.is_file()}
+        assert texts.isdisjoint({"decoy-in-src\n", "secret-9c1d\n", "sandbox-side\n"}), texts
+        assert (got / "via_hard").read_text() == "outside\n" and (got / "x" / "good").read_text() == "ok\n"
+        assert sorted(str(p.relative_to(got)) for p in (got / "x" / "dirlink").rglob("*")) == ["x/dirlink/b"]
+
+
+SWAPPER = r"""mkdir -p /app/real_dir && echo in-tree > /app/real_dir/f && echo secret-4b2a > /srv/out/secret.txt
+mkdir -p /srv/out/sdir && echo secret-4b2a > /srv/out/sdir/f
+ln -s victim /app/out && ln -s victim_dir /app/out_dir
+setsid sh -c 'while :; do
+  echo decoy > /app/t1 && mv -T /app/t1 /app/victim
+  ln -s /srv/out/secret.txt /app/t2 && mv -T /app/t2 /app/victim
+  ln -s real_dir /app/t3 && mv -T /app/t3 /app/victim_dir
+  ln -s /srv/out/sdir /app/t4 && mv -T /app/t4 /app/victim_dir
+done' > /dev/null 2>&1 < /dev/null &
+"""
+
+
+@pytest.mark.parametrize("user", ["root", "agent"])
+def test_links_swapped_during_the_transfer_never_carry_outside_files(base_image, tmp_path, user):
+    """An agent process left running swaps the targets of ``/app/out`` and ``/app/out_dir`` between
+    in-tree entries and links to a secret outside the paths while copies and downloads walk the tree:
+    the check and the read use the one fd the kernel resolved, so no transfer ever carries the secret
+    or a symlink, whatever the interleaving (both outcomes, copied and refused, are seen)."""
+    with running(base_image) as src, running(base_image) as dst:
+        assert src.exec(SETUP.format(user=user), user="root").ok
+        assert src.exec(SWAPPER, user=user).ok
+        outcomes = set()
+        for i in range(40):
+            report = copy_between(src, dst, ["/app"], max_bytes=64 * MiB)
+            got = tmp_path / f"dl{i}"
+            dl = download(src, "/app", got, 64 * MiB, as_file=False)
+            for r in (report, dl):
+                outcomes |= {("copied" if "/app/out" in r.copied else "refused"),
+                             ("dir copied" if "/app/out_dir" in r.copied else "dir refused")}
+            assert _host_links(got) == []
+            assert all("secret-4b2a" not in p.read_text() for p in got.rglob("*") if p.is_file())
+            res = dst.exec("find /app -type l; grep -rl secret-4b2a /app; true")
+            assert res.stdout == "", res.stdout
+        assert outcomes == {"copied", "refused", "dir copied", "dir refused"}, outcomes
+
+
+REPRO = ("mkdir -p /app/a/b /app/tests; echo decoy > /app/tests/expected_totals.tsv; ln -s /app /app/a/b/up; "
+         "ln -s a/b/up/../../../tests/expected_totals.tsv /app/account_totals.tsv")
+DOTDOT_AFTER_ABS = ("mkdir -p /app/deep/er /app/deep/tests && echo decoy > /app/deep/tests/expected_totals.tsv && "
+                    "ln -s /app/deep /app/deep/er/abs && "
+                    "ln -s deep/er/abs/../../tests/expected_totals.tsv /app/account_totals.tsv")
+
+
+def test_answer_key_links_score_zero_on_the_docker_backend(docker_client, monkeypatch, tmp_path):  # noqa: F811
+    """The answer-key-through-a-link class on evokit's Docker backend (``EVOKIT_SANDBOX=docker``):
+    the reproduction and '..' after an absolute link, as the example task's solution, score 0
+    through run_trial (separate verifier: the copy walks the container's root); the reference
+    answer reached through an in-tree file link and dir link scores 1; and ``download_dir`` of the
+    attacked /app writes no symlink on the host."""
+    import shutil
+    from pathlib import Path
+
+    from harbor.models.task.task import Task
+
+    from evokit.sandbox.task_env import image_for_task, sandbox_for_task
+    from evokit.verify import run_trial
+
+    monkeypatch.setenv("EVOKIT_SANDBOX", "docker")
+    example = Path(__file__).resolve().parents[1] / "examples" / "tasks" / "csv-quoted-ledger"
+    solve = (example / "solution" / "solve.sh").read_text().replace("/app/account_totals.tsv", "/app/real/t.tsv")
+    solutions = {"repro": REPRO, "dotdot": DOTDOT_AFTER_ABS,
+                 "honest": f"mkdir -p /app/real\n{solve}\nln -s real /app/via\n"
+                           "ln -s via/t.tsv /app/account_totals.tsv"}
+    image = None
+    for name, commands in solutions.items():
+        folder = tmp_path / name
+        shutil.copytree(example, folder)
+        (folder / "solution" / "solve.sh").write_text(f"#!/bin/bash\nset -e\n{commands}\n")
+        task = Task(folder)
+        image = image or image_for_task(task)
+        run = run_trial(task, image, kind="oracle")
+        assert run.mode == "separate", run.mode
+        assert run.rewards == {"reward": 1.0 if name == "honest" else 0.0}, (name, run.rewards, run.error)
+    with sandbox_for_task(task, image=image) as box:
+        assert box.exec(f"{REPRO}; echo ok > /app/plain; ln -s plain /app/good").ok
+        box.download_dir("/app", tmp_path / "dl")
+    assert _host_links(tmp_path / "dl") == []
+    assert (tmp_path / "dl" / "plain").read_text() == "ok\n"
+    assert not os.path.lexists(tmp_path / "dl" / "account_totals.tsv")
+
+
+def test_directory_link_farms_stop_at_the_caps(base_image):
+    """Directory links are expanded, so an agent can build a farm that doubles at every level (each
+    dir holds two links to the next): the expansion is finite (no dir inside itself) and stopped by
+    ``max_files`` with a TransferError, not an endless or exponential walk; a small farm arrives whole."""
+    with running(base_image) as src, running(base_image) as dst:
+        farm = ("mkdir -p /app/{name} && cd /app/{name} && for i in $(seq 0 {n}); do mkdir d$i; done && "
+                "for i in $(seq 0 $(({n} - 1))); do ln -s ../d$((i + 1)) d$i/a; ln -s ../d$((i + 1)) d$i/b; done && "
+                "echo leaf > d{n}/x")
+        assert src.exec(farm.format(name="big", n=24) + " && " + farm.format(name="small", n=2)).ok
+        with pytest.raises(TransferError, match="more than 5000 files and directories"):
+            copy_between(src, dst, ["/app/big"], max_bytes=64 * MiB, max_files=5000)
+        copy_between(src, dst, ["/app/small"], max_bytes=MiB)
+        leaves = dst.exec("cd /app/small && find . -name x | sort").stdout.split()
+        assert leaves == ["./d0/a/a/x", "./d0/a/b/x", "./d0/b/a/x", "./d0/b/b/x", "./d1/a/x", "./d1/b/x",
+                          "./d2/x"], leaves

@@ -1,13 +1,13 @@
 """Host-safe file transfers: host → sandbox, sandbox → host, and sandbox → sandbox.
 
-Why not tar (issue 11, classes 2, 6 and 9): a tar made *inside* the sandbox is made by the
-agent's ``/usr/bin/tar`` (which a root agent can replace), and a host binary run inside the
-sandbox's root still loads the agent's libc; a tar *parsed on the host* runs into Python's
-``tarfile`` filter bypass (CVE-2025-4517, unfixed in the interpreters here); and reading it
-into one ``bytes`` cost 8 GiB of host RAM for a 3 GiB sparse log. So no archive is made or
-parsed at all, and no program of the sandbox runs. The host process walks the sandbox's
-root directly, the way ``docker cp`` does, through ``/proc/<pid 1>/root``, with every path
-resolved by ``openat2(2)``:
+Why not tar (the trojaned-tool, host-write and host-memory classes): a tar made *inside* the
+sandbox is made by the agent's ``/usr/bin/tar`` (which a root agent can replace), and a host
+binary run inside the sandbox's root still loads the agent's libc; a tar *parsed on the host*
+runs into Python's ``tarfile`` filter bypass (CVE-2025-4517, unfixed in the interpreters here);
+and reading it into one ``bytes`` cost 8 GiB of host RAM for a 3 GiB sparse log. So no archive
+is made or parsed at all, and no program of the sandbox runs. The host process walks the
+sandbox's root directly, the way ``docker cp`` does, through ``/proc/<pid 1>/root``, with every
+path resolved by ``openat2(2)``:
 
 * ``RESOLVE_IN_ROOT``: ``..`` and absolute symlinks stay inside the sandbox's root, so a
   planted ``/out -> /etc`` means the *sandbox's* ``/etc``, never the host's;
@@ -17,6 +17,43 @@ resolved by ``openat2(2)``:
   regular files, directories and symlinks are transferred. Opening a FIFO would hang and
   opening a device node (an agent with ``CAP_MKNOD`` can make ``/app/sda``) would read host
   hardware, so they are skipped and reported, never opened.
+
+**Links are resolved, never carried** (the answer-key-through-a-link class). Where a symlink
+leads is decided by the kernel that follows it, in the filesystem it is followed in, and the
+kernel applies ``..`` *after* following the links before it. A link's text therefore says
+nothing reliable: ``a/b/up/../../../tests/key`` reads as ``<dir>/tests/key``, but with
+``a/b/up -> /app`` the kernel lands on ``/tests/key``: the verifier's answer key, once the
+link is recreated in the verifier's sandbox. So :func:`copy_between` and :func:`download`
+(of a directory) create no symlink at all, and no decision anywhere rests on a link's text.
+Each link met in the source is resolved by the kernel inside the *source* sandbox's root
+(``openat2`` with ``RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV``, links
+followed), and what it resolves to crosses only if it is itself part of what is being copied:
+its inode (``st_dev``, ``st_ino``) is one met while walking the copied paths with no link
+followed. That index is built once per transfer, when the first link is met, so a tree
+without links pays nothing for it. A link to such a regular file arrives as a regular file
+with its bytes, read from the very fd the kernel resolved (the file checked is the file
+read); anything else (dangling, a loop, a crossed mount, a magic link, a FIFO, a file or
+directory outside the copied paths, a path deeper than ``PATH_MAX``) is dropped and listed in
+``TransferReport.refused`` with the reason. Identity rather than location also covers a link
+to a hard link: a file outside the paths that shares its inode with one inside crosses,
+because its bytes cross anyway.
+
+Links to directories: copied as a real directory holding the target directory's contents
+(entries checked by the same rules), because work that reaches files through a directory
+link (``current -> releases/v2``, pnpm's ``node_modules`` layout, a venv's ``lib64 -> lib``)
+keeps the paths the tests read. Loop protection: a directory link whose target is already
+being copied on the way to the link (its own ancestor, or a directory being expanded through
+another link) is refused as a loop, so no directory is expanded inside itself and the
+expansion is finite; the duplication it can still cause is bounded by ``max_files`` and
+``max_bytes`` (over them: :class:`TransferError`, the agent's failure).
+
+Compatibility cost, stated: a link among the agent's files becomes a copy. A
+``node_modules/.bin/tool`` is a regular file with the tool's bytes (a script that finds its
+package through its own real path, as Node's module resolution does, runs from the copy's
+place instead), a directory link is a second copy counted in the caps, and a link to a file
+outside the copied paths is dropped even where the verifier's image holds the same file (a
+venv's ``bin/python -> /usr/bin/python3``): tasks that need such links made should have their
+tests make them, or use the shared verifier mode.
 
 Data is moved with ``sendfile`` (in the kernel, a fixed-size window at a time) and holes are
 kept (``SEEK_DATA``/``SEEK_HOLE``), so host memory stays bounded whatever the file size; the
@@ -345,22 +382,152 @@ def _resolve_dir(root: int, path: str, create: bool) -> int:
         os.close(pfd)
 
 
+# ------------------------------------------------------------------ walking a source tree
+def _key(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+class _Copier:
+    """Copies source nodes into destination directories; links and special files by policy.
+
+    ``stack`` holds the identities of the directories being copied, outermost first (real
+    ones and those reached through a directory link): :class:`_Links` refuses a link to one
+    of them, which is what keeps a directory from being expanded inside itself.
+    """
+
+    def __init__(self, dest: _Dest, budget: _Budget, on_link: Callable[..., None],
+                 on_special: Callable[[_Node, str], None]):
+        self.dest, self.budget, self.on_link, self.on_special = dest, budget, on_link, on_special
+        self.stack: list[tuple[int, int]] = []
+
+    def node(self, node: _Node, path: str, dirfd: int, name: str) -> None:
+        """Copy ``node`` (shown as ``path``) to ``name`` in ``dirfd``."""
+        self.budget.entry(path)
+        if node.kind == "link":
+            self.on_link(self, node, path, dirfd, name)
+        elif node.kind == "file":
+            _write_file(node, dirfd, name, self.dest, self.budget, path)
+        elif node.kind == "dir":
+            self.dir(node, path, dirfd, name)
+        else:
+            self.on_special(node, path)
+
+    def dir(self, node: _Node, path: str, dirfd: int, name: str) -> None:
+        """A real directory ``name`` in ``dirfd`` holding the entries of the directory ``node``."""
+        fd = _mkdir_at(dirfd, name, 0o700)
+        self.stack.append(_key(node.st))
+        try:
+            self.budget.copied.append(path)
+            self.contents(node, path, fd)
+            _finish_dir(fd, node.st, self.dest)
+        finally:
+            self.stack.pop()
+            os.close(fd)
+
+    def contents(self, node: _Node, path: str, fd: int) -> None:
+        for cpath, child, cnode in _children(node, path, self.budget):
+            self.node(cnode, cpath, fd, child)
+
+
+def _skip_special(budget: _Budget) -> Callable[[_Node, str], None]:
+    def skip(node: _Node, path: str) -> None:
+        budget.refused.append((path, f"is {node.kind}; not copied"))
+    return skip
+
+
+class _Links:
+    """The link rule of :func:`copy_between` and :func:`download` (see the module docstring).
+
+    A link is resolved by the kernel inside ``root`` (the source sandbox's ``/``, links
+    followed) from its full sandbox path, and what it resolves to is copied only if its
+    ``(st_dev, st_ino)`` is in the index of the inodes under ``tops`` (walked with no link
+    followed, the same way the copy walks them): a regular file as a regular file, a directory
+    as a real directory (unless it is on the copier's stack: a loop). Everything else is
+    refused with the reason. No symlink is ever created.
+    """
+
+    def __init__(self, root: int, tops: Sequence[_Node], budget: _Budget):
+        self.root, self.tops, self.budget = root, tops, budget
+        self._index: set[tuple[int, int]] | None = None
+
+    def index(self) -> set[tuple[int, int]]:
+        """Identities of the regular files and directories under ``tops`` (built on first use)."""
+        if self._index is None:
+            seen: set[tuple[int, int]] = set()
+            count = [0]
+            for top in self.tops:
+                self._walk(top, seen, count)
+            self._index = seen
+        return self._index
+
+    def _walk(self, node: _Node, seen: set[tuple[int, int]], count: list[int]) -> None:
+        count[0] += 1
+        if count[0] > self.budget.max_files:
+            raise TransferError(f"{self.budget.what}: more than {self.budget.max_files} entries under the "
+                                "copied paths (walking them to resolve links); stopped there")
+        if node.kind in ("file", "dir"):
+            seen.add(_key(node.st))
+        if node.kind != "dir":
+            return
+        for child in _list(node):
+            try:
+                cnode = _open_node(node.fd, child, _BENEATH)
+            except OSError:
+                continue  # a mount point (EXDEV): the copy refuses it too
+            try:
+                self._walk(cnode, seen, count)
+            finally:
+                os.close(cnode.fd)
+
+    def __call__(self, copier: _Copier, node: _Node, path: str, dirfd: int, name: str) -> None:
+        shown = f"symlink to {_readlink(node)!r}"  # for the reason only: nothing is decided on it
+        try:
+            resolved = _open_node(self.root, path, _IN_ROOT, follow=True)
+        except OSError as e:
+            why = {errno.ENOENT: "dangling", errno.ELOOP: "a loop or a magic link",
+                   errno.EXDEV: "it leaves the sandbox's root mount",
+                   errno.ENAMETOOLONG: "too deep to resolve"}.get(e.errno, e.strerror)
+            self.budget.refused.append((path, f"{shown}: {why}; not copied"))
+            return
+        try:
+            if resolved.kind not in ("file", "dir"):
+                self.budget.refused.append((path, f"{shown}: resolves to {resolved.kind}; not copied"))
+            elif _key(resolved.st) not in self.index():
+                what = "a regular file" if resolved.kind == "file" else "a directory"
+                self.budget.refused.append((path, f"{shown}: resolves to {what} outside the copied paths; "
+                                                  "not copied"))
+            elif resolved.kind == "file":
+                _write_file(resolved, dirfd, name, copier.dest, self.budget, path)
+            elif _key(resolved.st) in copier.stack:
+                self.budget.refused.append((path, f"{shown}: a directory that contains the link (a loop); "
+                                                  "not copied"))
+            else:
+                copier.dir(resolved, path, dirfd, name)
+        finally:
+            os.close(resolved.fd)
+
+
+def _readlink(node: _Node) -> str:
+    # readlinkat(fd, "") reads the link an O_PATH|O_NOFOLLOW fd holds (no path lookup)
+    return os.readlink("", dir_fd=node.fd)
+
+
 # ------------------------------------------------------------------ sandbox → sandbox
 def copy_between(src: Sandbox, dst: Sandbox, paths: Sequence[str], *, max_bytes: int,
                  max_files: int = DEFAULT_MAX_FILES) -> TransferReport:
     """Copy the agent's work ``paths`` (absolute; files or dirs) from ``src`` into ``dst``, same paths.
 
-    The separate-verifier mode of issue 11 (class 2 and 3): ``dst`` is a fresh sandbox of the
-    task's image and only these paths cross, so trojaned tools, planted daemons, dotfiles and
-    links into ``/tests`` stay behind. Call it after ``src.kill_commands()`` (nothing of the
-    agent may still be writing). What exists at a path in ``dst`` is replaced by ``src``'s
-    version (a path missing in ``src`` is removed from ``dst``, as the agent left it).
+    The separate-verifier mode (against the answer-key-link, trojaned-tool and planted-daemon
+    classes): ``dst`` is a fresh sandbox of the task's image and only these paths cross, so
+    trojaned tools, planted daemons, dotfiles and links into ``/tests`` stay behind. Call it
+    after ``src.kill_commands()`` (nothing of the agent may still be writing). What exists at
+    a path in ``dst`` is replaced by ``src``'s version (a path missing in ``src`` is removed
+    from ``dst``, as the agent left it).
 
-    * a symlink whose target is a real directory or file *inside the copied paths* (reached
-      without further links) stays a link, so relative layouts (``node_modules/.bin``) keep
-      working; any other link is copied as its target if that resolves, inside ``src``'s
-      root, to a regular file; else (dangling, e.g. into ``/tests``, a directory elsewhere,
-      a loop) it is refused and listed in ``refused``;
+    * ``dst`` receives regular files and directories only, never a symlink: each link is
+      resolved by the kernel inside ``src``'s root and copied as the regular file or directory
+      it resolves to when that is itself under ``paths`` (by inode identity), else refused
+      and listed in ``refused`` (see the module docstring);
     * FIFOs, sockets and device nodes are skipped (listed in ``refused``), never opened;
     * set-uid/set-gid bits are dropped; owners, permission bits and mtimes are kept;
     * more than ``max_bytes`` in all (apparent sizes) or ``max_files`` entries raises
@@ -379,98 +546,33 @@ def copy_between(src: Sandbox, dst: Sandbox, paths: Sequence[str], *, max_bytes:
                                  "the agent's work may not be copied there")
     tops = [p for p in norm if not any(p != q and p.startswith(q + "/") for q in norm)]
     with _root(src) as sroot, _root(dst) as droot:
-        for path in tops:
-            parent, name = posixpath.split(path)
-            try:
-                node = _open_node(sroot, path, _IN_ROOT)
-            except FileNotFoundError:
-                node = None
-            except OSError as e:
-                budget.refused.append((path, f"cannot be opened in the source: {e.strerror}"))
-                continue
-            pfd = _resolve_dir(droot, parent, create=True)
-            try:
-                if node is None:
-                    _remove(pfd, name)
-                    budget.refused.append((path, "missing in the source (removed in the destination)"))
-                    continue
-                dest = _Dest(host=False)
-                _remove(pfd, name)  # replaced, not merged: the agent may have deleted files
-
-                def on_link(lnode: _Node, lpath: str, dirfd: int, lname: str, dest: _Dest = dest) -> None:
-                    _copy_link(sroot, lnode, lpath, dirfd, lname, tops, budget, dest)
-
-                _copy_node(node, path, pfd, name, dest, budget, on_link, _skip_special(budget))
-            finally:
-                os.close(pfd)
+        opened: dict[str, _Node | None] = {}
+        try:
+            for path in tops:
+                try:
+                    opened[path] = _open_node(sroot, path, _IN_ROOT)
+                except FileNotFoundError:
+                    opened[path] = None
+                except OSError as e:
+                    budget.refused.append((path, f"cannot be opened in the source: {e.strerror}"))
+            links = _Links(sroot, [n for n in opened.values() if n is not None], budget)
+            copier = _Copier(_Dest(host=False), budget, links, _skip_special(budget))
+            for path, node in opened.items():
+                parent, name = posixpath.split(path)
+                pfd = _resolve_dir(droot, parent, create=True)
+                try:
+                    _remove(pfd, name)  # replaced, not merged: the agent may have deleted files
+                    if node is None:
+                        budget.refused.append((path, "missing in the source (removed in the destination)"))
+                    else:
+                        copier.node(node, path, pfd, name)
+                finally:
+                    os.close(pfd)
+        finally:
+            for node in opened.values():
                 if node is not None:
                     os.close(node.fd)
     return budget.report()
-
-
-def _inside(path: str, tops: Sequence[str]) -> bool:
-    return any(path == t or path.startswith(t + "/") for t in tops)
-
-
-def _copy_node(node: _Node, path: str, dirfd: int, name: str, dest: _Dest, budget: _Budget,
-               on_link, on_special) -> None:
-    """Copy ``node`` (shown as ``path``) to ``name`` in ``dirfd``; links and specials by policy."""
-    budget.entry(path)
-    if node.kind == "link":
-        on_link(node, path, dirfd, name)
-    elif node.kind == "file":
-        _write_file(node, dirfd, name, dest, budget, path)
-    elif node.kind == "dir":
-        fd = _mkdir_at(dirfd, name, 0o700)
-        try:
-            budget.copied.append(path)
-            for cpath, child, cnode in _children(node, path, budget):
-                _copy_node(cnode, cpath, fd, child, dest, budget, on_link, on_special)
-            _finish_dir(fd, node.st, dest)
-        finally:
-            os.close(fd)
-    else:
-        on_special(node, path)
-
-
-def _skip_special(budget: _Budget):
-    def skip(node: _Node, path: str) -> None:
-        budget.refused.append((path, f"is {node.kind}; not copied"))
-    return skip
-
-
-def _copy_link(sroot: int, node: _Node, path: str, dirfd: int, name: str, tops: Sequence[str],
-               budget: _Budget, dest: _Dest) -> None:
-    target = _readlink(node)
-    lexical = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
-    if _inside(lexical, tops) and lexical != path:
-        try:  # reached without any further link: the same real entry is copied too
-            real = _open_node(sroot, lexical, _IN_ROOT | RESOLVE_NO_SYMLINKS)
-            os.close(real.fd)
-            if real.kind in ("file", "dir"):
-                _make_link(target, dirfd, name, dest, node.st, budget, path)
-                return
-        except OSError:
-            pass
-    try:
-        resolved = _open_node(sroot, path, _IN_ROOT, follow=True)
-    except OSError as e:
-        why = "dangling" if e.errno == errno.ENOENT else e.strerror
-        budget.refused.append((path, f"symlink to {target!r}: {why}; not copied"))
-        return
-    try:
-        if resolved.kind != "file":
-            budget.refused.append((path, f"symlink to {target!r} ({resolved.kind} outside the copied paths); "
-                                         "not copied"))
-            return
-        _write_file(resolved, dirfd, name, dest, budget, path)
-    finally:
-        os.close(resolved.fd)
-
-
-def _readlink(node: _Node) -> str:
-    # readlinkat(fd, "") reads the link an O_PATH|O_NOFOLLOW fd holds (no path lookup)
-    return os.readlink("", dir_fd=node.fd)
 
 
 # ------------------------------------------------------------------ host → sandbox
@@ -501,11 +603,13 @@ def upload(source: Path, sandbox: Sandbox, target: str, *, as_file: bool) -> Tra
     budget = _Budget(1 << 62, 1 << 62, f"upload of {source}")
     dest = _Dest(host=False, keep_owner=False)
 
-    def on_link(node: _Node, path: str, dirfd: int, name: str) -> None:
+    def on_link(copier: _Copier, node: _Node, path: str, dirfd: int, name: str) -> None:
         _make_link(_readlink(node), dirfd, name, dest, node.st, budget, path)
 
     def on_special(node: _Node, path: str) -> None:
         raise TransferError(f"{path} is {node.kind}; only files, directories and symlinks can be uploaded")
+
+    copier = _Copier(dest, budget, on_link, on_special)
 
     node = _open_node(os.open(source.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), source.name, _BENEATH,
                       close_dir=True)
@@ -515,7 +619,7 @@ def upload(source: Path, sandbox: Sandbox, target: str, *, as_file: bool) -> Tra
                 parent, name = posixpath.split(target)
                 pfd = _resolve_dir(root, parent, create=True)
                 try:
-                    _copy_node(node, str(source), pfd, name, dest, budget, on_link, on_special)
+                    copier.node(node, str(source), pfd, name)
                 finally:
                     os.close(pfd)
             else:
@@ -524,7 +628,7 @@ def upload(source: Path, sandbox: Sandbox, target: str, *, as_file: bool) -> Tra
                     for child in _list(node):
                         cnode = _open_node(node.fd, child, _BENEATH)
                         try:
-                            _copy_node(cnode, str(source / child), tfd, child, dest, budget, on_link, on_special)
+                            copier.node(cnode, str(source / child), tfd, child)
                         finally:
                             os.close(cnode.fd)
                 finally:
@@ -594,57 +698,50 @@ def download(sandbox: Sandbox, source: str, target: Path, max_bytes: int, *, as_
              max_files: int = DEFAULT_MAX_FILES, select: Callable[[str], bool] | None = None) -> TransferReport:
     """Stream the file ``source`` to the host file ``target``, or the dir's *contents* into ``target``.
 
-    Nothing is written outside ``target``: entries are created with ``O_NOFOLLOW``/``O_EXCL``
-    relative to directory fds the host made; a link is kept only if it is relative and stays
-    inside ``target``; FIFOs, sockets and device nodes are skipped (all listed in ``refused``).
-    ``select`` (a directory download only) keeps just the regular files whose path relative
-    to ``source`` it accepts, and no links: Harbor's filtered download (``find -type f``).
+    Nothing is written outside ``target`` and no symlink is written at all: entries are
+    created with ``O_NOFOLLOW``/``O_EXCL`` relative to directory fds the host made; a link in
+    the sandbox is resolved by the kernel inside the sandbox's root and arrives as the regular
+    file (or directory) it resolves to only when that is itself inside the downloaded tree
+    (by inode identity), else it is skipped (the rule of :func:`copy_between`, module
+    docstring); a ``source`` file that is a link is refused; FIFOs, sockets and device nodes
+    are skipped (all listed in ``refused``). ``select`` (a directory download only) keeps just
+    the regular files whose path relative to ``source`` it accepts, and no links: Harbor's
+    filtered download (``find -type f``).
     """
     budget = _Budget(max_bytes, max_files, f"download of {source}")
     dest = _Dest(host=True)
     with _root(sandbox) as root:
         node = _source_node(root, source, follow=not as_file)
-    try:
-        want = "file" if as_file else "dir"
-        if node.kind != want:
-            raise FileNotFoundError(f"{source} is not a {'regular file' if as_file else 'directory'} in the "
-                                    f"sandbox (it is {'a ' + node.kind if node.kind in ('dir', 'link', 'file') else node.kind})")
-        top = target.parent if as_file else target
-        top.mkdir(parents=True, exist_ok=True)
-        tfd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            if as_file:
-                _write_file(node, tfd, target.name, dest, budget, source)
-                return budget.report()
-            base = _norm(source)
-
-            def on_link(lnode: _Node, path: str, dirfd: int, name: str) -> None:
+            want = "file" if as_file else "dir"
+            if node.kind != want:
+                raise FileNotFoundError(f"{source} is not a {'regular file' if as_file else 'directory'} in the "
+                                        f"sandbox (it is {'a ' + node.kind if node.kind in ('dir', 'link', 'file') else node.kind})")
+            top = target.parent if as_file else target
+            top.mkdir(parents=True, exist_ok=True)
+            tfd = os.open(top, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                if as_file:
+                    _write_file(node, tfd, target.name, dest, budget, source)
+                    return budget.report()
+                base = _norm(source)
                 if select is not None:
-                    budget.refused.append((path, "a symlink; a filtered download takes regular files only"))
-                    return
-                link = _readlink(lnode)
-                rel_dir = posixpath.dirname(posixpath.relpath(path, base))
-                inside = posixpath.normpath(posixpath.join(rel_dir, link))
-                if link.startswith("/") or inside == ".." or inside.startswith("../"):
-                    budget.refused.append((path, f"symlink to {link!r} leaves the download; skipped"))
-                    return
-                _make_link(link, dirfd, name, dest, lnode.st, budget, path)
-
-            for cpath, child, cnode in _children(node, base, budget):
-                if select is None:
-                    _copy_node(cnode, cpath, tfd, child, dest, budget, on_link, _skip_special(budget))
-                else:
-                    _copy_selected(cnode, cpath, base, tfd, child, dest, budget, select)
+                    for cpath, child, cnode in _children(node, base, budget):
+                        _copy_selected(cnode, cpath, base, tfd, child, dest, budget, select)
+                    return budget.report()
+                copier = _Copier(dest, budget, _Links(root, [node], budget), _skip_special(budget))
+                copier.stack.append(_key(node.st))  # the downloaded dir itself: a link to it is a loop
+                copier.contents(node, base, tfd)
+            finally:
+                os.close(tfd)
         finally:
-            os.close(tfd)
-    finally:
-        os.close(node.fd)
+            os.close(node.fd)
     return budget.report()
 
 
 def _copy_selected(node: _Node, path: str, base: str, dirfd: int, name: str, dest: _Dest, budget: _Budget,
                    select: Callable[[str], bool]) -> None:
-    """:func:`_copy_node` for a filtered download: selected regular files, their dirs made on demand."""
+    """:meth:`_Copier.node` for a filtered download: selected regular files, their dirs made on demand."""
     budget.entry(path)
     rel = posixpath.relpath(path, base)
     if node.kind == "file":
