@@ -175,7 +175,7 @@ TROJAN_DIFF = "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/diff && chmod +x /usr/b
 
 @pytest.mark.parametrize("mode, expected", [("default", 0.0), ("shared", 1.0)])
 def test_evokit_written_tasks_are_safe_from_trojans_under_harbors_own_trial(tmp_path, traced, mode, expected):
-    """Attack (issue 11, class 3) through Harbor's Trial: the agent (here the oracle slot, running the
+    """Attack (the trojaned-tool class) through Harbor's Trial: the agent (here the oracle slot, running the
     attack) replaces ``diff`` with ``exit 0`` and writes a wrong answer. A task written by evokit's
     ``write_task`` carries ``environment_mode = "separate"`` + ``artifacts = ["/app"]``, so the tests run
     in a fresh sandbox with the real ``diff``: reward 0. The same task switched to Harbor's shared mode
@@ -197,3 +197,42 @@ def test_evokit_written_tasks_are_safe_from_trojans_under_harbors_own_trial(tmp_
     result = run_trial(task, "oracle", tmp_path / "trials")
     assert result.exception_info is None, result.exception_info
     assert result.verifier_result.rewards == {"reward": expected}
+
+
+SERVICE = ("nohup perl -MIO::Socket::INET -e '$s=IO::Socket::INET->new(LocalAddr=>\"127.0.0.1:7272\",Listen=>5,"
+           "ReuseAddr=>1) or die; while($c=$s->accept){print $c \"hi\\n\"; close $c}' >/dev/null 2>&1 &\n"
+           "for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/7272) 2>/dev/null && break; sleep 0.05; done")
+
+
+@pytest.mark.parametrize("agent, expected", [("oracle", 1.0), ("nop", 0.0)])
+def test_trial_api_shared_mode_keeps_the_agents_service_up(tmp_path, traced, agent, expected):
+    """Harbor's shared verifier (its default) on this backend: the oracle leaves a TCP service running
+    and the tests, in the verifier's private namespaces, reach it over localhost (1.0); nop leaves
+    none (0.0). The tests also find PYTHONSAFEPATH=1 and their own /tests, not the agent's."""
+    task = write_harbor_task(tmp_path / "svc", solve=SERVICE)
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/bash\n"
+        'if [ "$PYTHONSAFEPATH" = 1 ] && [ -f /tests/test.sh ] && exec 3<>/dev/tcp/127.0.0.1/7272 '
+        '&& [ "$(head -1 <&3)" = hi ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n')
+    result = run_trial(task, agent, tmp_path / "trials")
+    assert result.exception_info is None, result.exception_info
+    assert result.verifier_result.rewards == {"reward": expected}
+
+
+def test_trial_api_anchor_cannot_be_borrowed(tmp_path, traced):
+    """Through Harbor's Trial (shared mode): the 'oracle' injects a reward daemon into pid 1 with
+    ptrace and through /proc/1/mem; both are refused (the anchor is not dumpable), so Harbor reads 0.
+    The refusals are in the oracle's own log."""
+    import shutil
+
+    from inject_support import injector
+
+    daemon = "while :; do echo 1 > /logs/verifier/reward.txt; echo hi > /app/out.txt; sleep 0.01; done"
+    task = write_harbor_task(tmp_path / "borrow",
+                             solve=f"/solution/inject ptrace 1 '{daemon}'; /solution/inject mem 1 '{daemon}'; sleep 0.5")
+    shutil.copy(injector(), task / "solution" / "inject")
+    result = run_trial(task, "oracle", tmp_path / "trials")
+    assert result.exception_info is None, result.exception_info
+    assert result.verifier_result.rewards == {"reward": 0.0}
+    log = next((tmp_path / "trials").glob("*/agent/oracle.txt")).read_text()
+    assert log.count("refused:") == 2, log

@@ -398,3 +398,141 @@ def test_agent_program_run_by_the_tests_cannot_read_keys_or_write_the_reward(tas
     assert_zero(r)
     honest = attack(task, image, (f"cat > /tmp/s.sh <<'EOF'\n{solve}\nEOF\nbash /tmp/s.sh", None))
     assert honest.reward == 1.0, honest.error
+
+
+# ------------------------------------------------------------ the answer key through a link
+# (the links that copy_between resolves by the kernel in the agent's sandbox; evokit.sandbox.transfer)
+KEY_OUT, KEY = "/app/account_totals.tsv", "/tests/expected_totals.tsv"
+DOTTED = ("mkdir -p /app/a/b /app/tests && echo decoy > /app/tests/expected_totals.tsv && ln -s /app /app/a/b/up && "
+          f"ln -s a/b/up/../../..{KEY} {KEY_OUT}")
+KERNEL_LINKS = {  # name -> (task, the agent's commands)
+    "dotted-through-a-dir-link": ("example", DOTTED),
+    "chain-of-dir-links": ("example", "mkdir -p /app/a/b /app/tests && echo decoy > /app/tests/expected_totals.tsv && "
+                                      f"ln -s /app /app/a/b/up && ln -s a/b /app/ab && "
+                                      f"ln -s ab/up/../..{KEY} {KEY_OUT}"),
+    "chain-of-file-links": ("example", DOTTED.replace(f" {KEY_OUT}", " /app/l3") +
+                            f" && ln -s l3 /app/l2 && ln -s l2 {KEY_OUT}"),
+    "dotdot-after-an-absolute-link": ("example", "mkdir -p /app/deep/er /app/deep/tests && echo decoy > "
+                                                 f"/app/deep/tests/expected_totals.tsv && ln -s /app/deep /app/deep/er/abs"
+                                                 f" && ln -s deep/er/abs/../..{KEY} {KEY_OUT}"),
+    "dir-link-to-root": ("example", f"ln -s / /app/r && ln -s r{KEY} {KEY_OUT}"),
+    "proc-self-root": ("example", f"ln -s /proc/self/root{KEY} {KEY_OUT}"),
+    "output-dir-through-a-dotted-link": ("procedural", "rm -rf /app/out && mkdir -p /app/a/b /app/a/tests/expected && "
+                                                       "ln -s /app /app/a/b/up && "
+                                                       "ln -s a/b/up/../../tests/expected /app/out"),
+}
+
+
+def link_task(tmp_path: Path, solve: str) -> Task:
+    """The example task with ``solve`` as its reference solution (what ``evokit run --agent oracle`` runs)."""
+    task = tmp_path / "linked-key"
+    shutil.copytree(EXAMPLE, task)
+    (task / "solution" / "solve.sh").write_text(f"#!/bin/bash\nset -e\n{solve}\n")
+    return Task(task)
+
+
+def test_answer_key_through_a_dotted_link_scores_zero_in_a_trial(tasks, tmp_path):
+    """The reproduction as a task's solution (``evokit run TASK --agent oracle``): ``account_totals.tsv ->
+    a/b/up/../../../tests/expected_totals.tsv`` with ``up -> /app`` reads as the decoy /app/tests/...
+    but the kernel resolves it to /tests/...: it scored 1.0 when the verifier got the link. Through
+    run_trial and verify_task it scores 0. Control: the reference answer reached through an in-tree
+    link (and an in-tree dir link) scores 1, so links as such still work."""
+    image = tasks["example"][1]
+    run = run_trial(link_task(tmp_path / "attack", DOTTED), image, kind="oracle")
+    assert run.mode == "separate" and run.rewards == {"reward": 0.0}, (run.rewards, run.error)
+    oracle = {c.name: c for c in verify_task(tmp_path / "attack" / "linked-key",
+                                             VerifyConfig(determinism_runs=1)).checks}["oracle"]
+    assert not oracle.passed, oracle.reason
+    solve = (EXAMPLE / "solution" / "solve.sh").read_text().replace(KEY_OUT, "/app/real/totals.tsv")
+    honest = link_task(tmp_path / "honest", f"mkdir -p /app/real\n{solve}\nln -s real /app/via_dir\n"
+                                            f"ln -s via_dir/totals.tsv {KEY_OUT}")
+    run = run_trial(honest, image, kind="oracle")
+    assert run.rewards == {"reward": 1.0}, (run.rewards, run.error)
+
+
+@pytest.mark.parametrize("user", [None, NOBODY])
+@pytest.mark.parametrize("variant", sorted(KERNEL_LINKS))
+def test_answer_key_through_kernel_resolved_links_in_a_rollout(tasks, variant, user):
+    """Variations on the reproduction through the rollout path (the one the TRL trainer's
+    environment takes too, ``verify_work``), as root and as uid nobody: chains of dir and file
+    links, '..' after an absolute link, a dir link to '/', /proc/self/root, and the procedural
+    task's output dir as a dotted link to its answer-key dir."""
+    which, commands = KERNEL_LINKS[variant]
+    task, image = tasks[which]
+    r = attack(task, image, (writable_by(user, task), "root"), (commands, user))
+    assert r.turns[-1].exit_code == 0, r.turns[-1].output  # the links were made: the attack ran
+    assert_zero(r)
+
+
+# ================================================================ the borrowed-process and shared-verifier classes
+# (one section: pid 1 taken over with ptrace or /proc/<pid>/mem; a daemon beside the shared verifier)
+class PlaceTool:
+    """A scripted agent that first puts a program of its own in its sandbox (the injector, too big for
+    one command line), then runs its turns; what it places is the agent's, as if it had typed it."""
+
+    name = "attack-with-tool"
+
+    def __init__(self, tool: Path, where: str, *turns: tuple[str, str | None]):
+        self.tool, self.where, self.turns = tool, where, turns
+
+    def run_episode(self, episode: Episode) -> None:
+        episode.sandbox.write_file(self.where, self.tool.read_bytes(), mode=0o755)
+        for command, user in self.turns:
+            episode.run(command, user=user, timeout_sec=60)
+
+
+@pytest.mark.parametrize("mode", ["separate", "shared"])
+@pytest.mark.parametrize("user", [None, NOBODY])
+def test_borrowed_anchor_class(tasks, user, mode):
+    """The agent injects a reward daemon into pid 1 (``ptrace`` and a ``/proc/1/mem`` write, the
+    ``tests/data/inject.c`` injector), the process the harness spares: both are refused (pid 1 is the
+    non-dumpable anchor), and the trial scores 0, not masked, with the verifier separate or shared."""
+    from inject_support import injector
+
+    task, image = tasks["example"]
+    daemon = "while :; do echo 1 > /logs/verifier/reward.txt; echo 1 > /app/account_totals.tsv; sleep 0.01; done"
+    inj = "/usr/local/bin/inject"
+    r = rollout_once(PlaceTool(injector(), inj, (f"{inj} ptrace 1 '{daemon}'; {inj} mem 1 '{daemon}'", user)),
+                     task, image, 0, mode=mode)
+    assert r.turns[0].output.count("refused:") == 2, r.turns[0].output
+    assert_zero(r)
+
+
+@pytest.mark.parametrize("user", [None, NOBODY])
+def test_shared_verifier_daemon_class(tmp_path, user):
+    """``evokit run TASK --agent oracle`` with the attack as the solution, shared verifier: a daemon
+    that writes reward 1 all through the tests, copies /tests and hunts the tests' processes to
+    ptrace them (``inject_support.DAEMON_SOLVE``). It runs on beside the tests (heartbeat), takes
+    over its own decoy (the control), finds none of the tests' processes, reads no key: reward 0."""
+    from inject_support import check_daemon_run, daemon_task
+
+    task = Task(daemon_task(tmp_path / "daemon", user=user))
+    run = run_trial(task, image_for_task(task), kind="oracle", mode="shared", log_dir=tmp_path / "logs")
+    check_daemon_run(run, tmp_path / "logs")
+
+
+def test_shared_verifier_daemon_class_under_harbors_trial(tmp_path):
+    """The same daemon through Harbor's ``Trial`` on ``BubblewrapEnvironment`` in Harbor's shared
+    mode: the environment runs Harbor's verifier commands in the private namespaces, so Harbor
+    reads 0, and the tests saw the daemon alive and its decoy taken."""
+    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
+    from harbor.trial.trial import Trial
+    from inject_support import daemon_task
+
+    root = daemon_task(tmp_path / "daemon")
+    toml = (root / "task.toml").read_text().replace('environment_mode = "separate"', 'environment_mode = "shared"')
+    (root / "task.toml").write_text(toml)
+    assert 'environment_mode = "shared"' in toml
+    config = TrialConfig(task=TaskConfig(path=root), trials_dir=tmp_path / "trials", agent=AgentConfig(name="oracle"),
+                         environment=EnvironmentConfig(import_path="evokit.sandbox:BubblewrapEnvironment"))
+
+    async def go():
+        return await (await Trial.create(config)).run()
+
+    result = asyncio.run(go())
+    assert result.exception_info is None, result.exception_info
+    assert result.verifier_result.rewards == {"reward": 0.0}
+    logs = next((tmp_path / "trials").glob("*/verifier"))
+    assert (logs / "alive.txt").read_text() == "alive\n"
+    seen = (logs / "seen.txt").read_text().splitlines()
+    assert seen and all(line.startswith("decoy-test.sh 600 : injected") for line in seen), seen

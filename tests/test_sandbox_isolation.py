@@ -52,11 +52,13 @@ def test_host_files_and_environment_are_invisible(base_image, tmp_path, monkeypa
             res = agent(s, f"cat /proc/[0-9]*/environ | tr '\\0' '\\n' | grep -c -e {tokens[2]} -e EVOKIT_TEST_SECRET")
             assert res.stdout.strip() == "0"
             assert agent(s, "find / -xdev -name 'evokit-secret-*' 2>/dev/null").stdout == ""
-            # pid 1 is the sandbox's own init, and its root is the sandbox's root
-            assert agent(s, "readlink /proc/1/root").stdout == "/\n"
-            assert agent(s, "ls /proc/1/root/").stdout == agent(s, "ls /").stdout
-            assert agent(s, f"cat /proc/1/root{secret}").return_code != 0
-            assert agent(s, "cat /proc/1/root/app/ready.txt").stdout == "ready\n"
+            # pid 1 is the sandbox's own anchor, not dumpable: its root is closed to the agent, and
+            # the root of an agent's own process is the sandbox's root
+            assert agent(s, "readlink /proc/1/root").return_code != 0
+            assert agent(s, "readlink /proc/$$/root").stdout == "/\n"
+            assert agent(s, "ls /proc/$$/root/").stdout == agent(s, "ls /").stdout
+            assert agent(s, f"cat /proc/$$/root{secret}").return_code != 0
+            assert agent(s, "cat /proc/$$/root/app/ready.txt").stdout == "ready\n"
     finally:
         root_secret.unlink()
 

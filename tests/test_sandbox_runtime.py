@@ -10,10 +10,12 @@ import threading
 import time
 
 import pytest
+from inject_support import place_injector
 from sandbox_support import running
 
-from evokit.sandbox import Image, Limits, Sandbox, SandboxError
-from evokit.sandbox.runtime import RUN_DIR
+from evokit.sandbox import Image, Limits, Sandbox, SandboxError, enter
+from evokit.sandbox.runtime import RUN_DIR, SandboxSabotaged, process_identity
+from evokit.sandbox.verifier_ns import VerifierSetupError
 
 MB = 1024 * 1024
 
@@ -147,7 +149,8 @@ def test_upload_and_download_round_trips(base_image, tmp_path):
         assert (tmp_path / "out" / "nested" / "blob.bin").read_bytes() == blob
         s.download_dir("/data/tree", tmp_path / "back")
         assert (tmp_path / "back" / "sub" / "deeper" / "leaf.txt").read_text() == "leaf\n"
-        assert os.readlink(tmp_path / "back" / "sub" / "link") == "deeper/leaf.txt"
+        link = tmp_path / "back" / "sub" / "link"  # links are resolved, never carried (transfer)
+        assert not link.is_symlink() and link.read_text() == "leaf\n"
         assert (tmp_path / "back" / "top.txt").read_text() == "top\n"
         with pytest.raises(FileNotFoundError):
             s.read_file("/data/missing.txt")
@@ -160,7 +163,7 @@ def test_upload_and_download_round_trips(base_image, tmp_path):
 
 def test_download_dir_skips_links_that_leave_the_target(base_image, tmp_path):
     """Links planted by the agent (absolute, or escaping with ..) are skipped, never followed on the
-    host; the rest of the directory (including a link that stays inside) still comes back."""
+    host; the rest of the directory still comes back (a link that stays inside, as a copy)."""
     victim = tmp_path / "victim.txt"
     victim.write_text("untouched\n")
     with running(base_image) as s:
@@ -170,7 +173,7 @@ def test_download_dir_skips_links_that_leave_the_target(base_image, tmp_path):
         s.download_dir("/out", target)
         assert sorted(os.listdir(target)) == ["d", "inside", "plain.txt"]
         assert os.listdir(target / "d") == []
-        assert (target / "inside").read_text() == "data\n" and os.readlink(target / "inside") == "plain.txt"
+        assert (target / "inside").read_text() == "data\n" and not (target / "inside").is_symlink()
     assert victim.read_text() == "untouched\n"
 
 
@@ -238,7 +241,7 @@ def test_failed_start_raises_and_leaves_nothing(base_image):
     assert found == ""
 
 
-# ---------------------------------------------------------------- issue 11, class 9: limits
+# ---------------------------------------------------------------- the resource-limit class
 @pytest.mark.parametrize(("field", "value", "why"), [
     ("memory_mb", 10**12, "absurdly large"),
     ("memory_mb", -1, "must be positive"),
@@ -286,3 +289,112 @@ def test_small_valid_limits_start_and_apply(base_image):
     """The smallest accepted values really run (cpus 0.01, 16 MB memory/storage, 16 pids)."""
     with running(base_image, limits=Limits(cpus=0.01, memory_mb=16, storage_mb=16, pids=16)) as s:
         assert s.exec("echo ok").stdout == "ok\n"
+
+
+# ---------------------------------------------------------------- the borrowed-process class
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_pid1_is_the_anchor_and_no_agent_can_take_it_over(base_image, user):
+    """The sandbox's only harness process in the agent's view is pid 1, evokit's anchor (no bwrap
+    inside: ``--as-pid-1``). The injector (``tests/data/inject.c``) is refused both ways, ptrace
+    (EPERM) and a write to ``/proc/1/mem`` (EACCES); ``kill -9 1`` does nothing; ``environ``,
+    ``maps`` and ``root`` of pid 1 are closed. The same injector takes over a ``sleep`` of the
+    agent's own (the control: the attack is real), and ``kill_commands`` ends that one and finds
+    the anchor unchanged."""
+    with running(base_image) as s:
+        inj = place_injector(s)
+        anchor_id = process_identity(s.pid1)
+        assert s.exec("cat /proc/1/comm", user=user).stdout == "evokit-init\n"
+        seen = s.exec("cat /proc/[0-9]*/comm", user=user).stdout.split()
+        assert seen.count("evokit-init") == 1 and set(seen) <= {"evokit-init", "bash", "cat"}, seen
+        daemon = "while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.05; done"
+        res = s.exec(f"{inj} ptrace 1 '{daemon}'; {inj} mem 1 '{daemon}'; kill -9 1; sleep 0.3; cat /proc/1/comm; "
+                     "cat /proc/1/environ /proc/1/maps; ls /proc/1/root/", user=user)
+        assert res.stdout.splitlines() == ["refused: ptrace attach: Operation not permitted",
+                                           "refused: open /proc/PID/mem for writing: Permission denied",
+                                           "evokit-init"], res.stdout
+        assert res.stderr.count("Permission denied") == 3, res.stderr
+        control = s.exec(f"sleep 1000 >/dev/null 2>&1 & p=$!; sleep 0.2; {inj} ptrace $p 'echo taken > /tmp/marker-{user}; "
+                         f"exec sleep 999'; sleep 0.5; cat /tmp/marker-{user}", user=user, timeout_sec=10)
+        assert control.stdout == "injected\ntaken\n", control
+        assert s.kill_commands() >= 1  # the taken-over sleep (a command's process) ends; the anchor is spared
+        assert process_identity(s.pid1) == anchor_id
+        assert "sleep 999" not in processes(s)
+
+
+def test_a_spared_process_that_changed_is_sabotage(base_image):
+    """``kill_commands`` checks every process it spares by program and start time: here the
+    sandbox's slirp4netns (outside the agent's reach, so the host ends it to make the change) is
+    gone, and the check says so as :class:`SandboxSabotaged` (a SandboxError: reward 0 upstream)."""
+    with running(base_image, network=True) as s:
+        assert s.kill_commands() == 0  # unchanged: no complaint
+        slirp = next(p for p, (name, _) in s._spared.items() if name == "slirp4netns")
+        os.kill(slirp, 9)
+        for _ in range(100):
+            if process_identity(slirp) is None:
+                break
+            time.sleep(0.01)
+        with pytest.raises(SandboxSabotaged, match=r"sabotage: slirp4netns \(host pid \d+\) is gone"):
+            s.kill_commands()
+        assert isinstance(SandboxSabotaged("x"), SandboxError)
+
+
+def test_anchor_is_freestanding_and_reaps_orphans(base_image):
+    """The anchor is a static binary with no interpreter (it runs in any image, musl or none), and as
+    pid 1 it reaps orphans: 50 daemonised children that exit leave no zombie behind."""
+    head = enter.anchor().read_bytes()[:4096]
+    assert head[:4] == b"\x7fELF" and b"ld-linux" not in head and b"ld-musl" not in head
+    with running(base_image) as s:
+        s.exec("for i in $(seq 50); do (sleep 0.1 &) ; done")
+        time.sleep(0.6)
+        states = s.exec("cat /proc/[0-9]*/stat 2>/dev/null | awk '{print $3}' | sort | uniq -c").stdout
+        assert " Z" not in states, states
+
+
+# ---------------------------------------------------------------- the verifier's private namespaces
+UP = "for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/7070) 2>/dev/null && exit 0; sleep 0.05; done; exit 1"
+SCAN = ('for p in /proc/[0-9]*; do c=$(tr "\\0" " " < $p/cmdline 2>/dev/null); '
+        'case "$c" in *verifier-pro[b]e*) echo "${p#/proc/} $c" >> /app/seen;; esac; done')
+
+
+@pytest.mark.parametrize("user", ["root", "nobody"])
+def test_verifier_namespace_is_out_of_the_agents_reach(base_image, user, tmp_path):
+    """The tests' side of a shared-mode sandbox: it sees the agent's files and reaches its services
+    (a TCP server on localhost), but the agent's daemon, looking for the verifier's processes in
+    ``/proc``, writing ``/logs/verifier/reward.txt`` and reading ``/tests`` all the while, finds
+    nothing, writes nothing the host reads and reads no key. The control: the same scan sees a
+    process of that name started as an ordinary command. Stopping the namespace ends its processes."""
+    with running(base_image) as s:
+        assert s.exec("mkdir -p /app && chmod 777 /app && echo agent-work > /app/work.txt").ok
+        server = ("perl -MIO::Socket::INET -e '$s=IO::Socket::INET->new(LocalAddr=>\"127.0.0.1:7070\",Listen=>5,"
+                  "ReuseAddr=>1) or die; while($c=$s->accept){print $c \"pong\\n\"; close $c}' >/dev/null 2>&1 &")
+        daemon = (f"while :; do {SCAN}; echo 1 > /logs/verifier/reward.txt 2>/dev/null; "
+                  "cat /tests/* >> /app/stolen 2>/dev/null; sleep 0.02; done")
+        assert s.exec(f"{server} nohup sh -c '{daemon}' >/dev/null 2>&1 &", user=user).ok
+        assert s.exec(UP).ok
+        (tmp_path / "keys").mkdir()
+        (tmp_path / "keys" / "answer.txt").write_text("the-answer\n")
+        with s.verifier_namespace() as v:
+            v.upload_dir(tmp_path / "keys", "/tests")
+            res = v.exec("exec -a verifier-probe bash -c 'cat /app/work.txt; exec 3<>/dev/tcp/127.0.0.1/7070; "
+                         "head -1 <&3; cat /proc/1/comm; echo 0 > /logs/verifier/reward.txt; sleep 1'",
+                         user="root", timeout_sec=20)
+            assert res.stdout == "agent-work\npong\nevokit-init\n", res
+            v.stop()
+            assert v.read_file("/logs/verifier/reward.txt", 100) == b"0\n"  # the tests' own, never the daemon's
+        assert s.exec("sleep 0.2; cat /app/seen /app/stolen 2>/dev/null; true").stdout == ""
+        s.exec("exec -a verifier-probe sleep 1", user=user)  # the control: an ordinary command is seen
+        assert "verifier-probe" in s.exec("sleep 0.2; cat /app/seen").stdout
+        assert s.exec("cat /logs/verifier/reward.txt").stdout == "1\n"  # the daemon wrote only its own copy
+        assert s.kill_commands() >= 2
+
+
+def test_verifier_mounts_refuse_a_planted_link(base_image, tmp_path):
+    """An agent that makes ``/tests`` a link to ``/etc`` (root) gets no verifier: the helper opens
+    every component of a mount target without following links, so nothing is mounted over the
+    sandbox's ``/etc`` and the host's is untouched."""
+    with running(base_image) as s:
+        assert s.exec("rm -rf /tests && ln -s /etc /tests").ok
+        with pytest.raises(VerifierSetupError, match="a link or a file where a directory belongs"):
+            s.verifier_namespace()
+        assert s.exec("test -f /etc/passwd && readlink /tests").stdout == "/etc\n"
+        assert s.exec("true").ok

@@ -11,7 +11,7 @@ string, ``stdin``, ``user``, ``cwd``, ``env``, ``timeout_sec``, capped output), 
 ``upload_file`` / ``upload_dir`` / ``write_file``, ``read_file`` / ``download_file`` /
 ``download_dir``, ``stop``.
 
-Isolation promises of the local sandbox (issue 11) and how this backend keeps them:
+Isolation promises of the local sandbox and how this backend keeps them:
 
 * **network**: ``no-network`` tasks get ``network_mode=none`` (only a loopback); ``public``
   tasks the default bridge; ``allowlist`` is refused (as in the local sandbox).
@@ -22,19 +22,40 @@ Isolation promises of the local sandbox (issue 11) and how this backend keeps th
 * **capabilities**: Docker's default set (the same list as the local sandbox's execs) and
   ``no-new-privileges`` (bwrap always sets ``PR_SET_NO_NEW_PRIVS``). **Gap:** Docker's
   seccomp profile applies here, and the local sandbox has none: this backend is *stricter*.
+* **pid 1 is evokit's anchor** (:func:`evokit.sandbox.enter.anchor`, bind-mounted read-only at
+  ``/dev/.evokit-init``) wherever the host can build it (Linux, root, a daemon on a local unix
+  socket): non-dumpable, so the agent cannot ptrace it or write its ``/proc/1/mem`` (the
+  borrowed-process class), and, as pid 1, unkillable from inside. Elsewhere pid 1 is
+  ``docker-init`` with a ``sleep``, which the agent *can* borrow; there :meth:`kill_commands`
+  restarts the container, which ends them too.
 * **kill before the verifier**: :meth:`kill_commands` SIGKILLs, from the host, every process
-  in the container's pids cgroup but ``docker-init`` and its ``sleep`` (daemon on this host), or
-  (remote daemon) SIGKILLs pid 1, which ends the container's pid namespace, and starts the
-  container again on the same writable layer. No in-container binary takes part, so nothing
+  in the container's pids cgroup but the anchor (daemon on this host), then checks that the anchor
+  still runs its own program from its own start (:class:`~evokit.sandbox.runtime.SandboxSabotaged`
+  if not), or (remote daemon) SIGKILLs pid 1, which ends the container's pid namespace, and starts
+  the container again on the same writable layer. No in-container binary takes part, so nothing
   the agent runs inside can survive or veto it, unlike an in-container ``kill``.
+* **private verifier**: with a daemon on this host, the tests run in the verifier's own pid and
+  mount namespaces beside the container (:mod:`evokit.sandbox.verifier_ns`, entered by
+  ``evokit-enter`` through the anchor's pidfd as on the local sandbox), so the shared verifier
+  keeps the agent's processes running, as Harbor does, and reads the reward from a tmpfs only the
+  host holds. **Gap:** with a remote daemon there is no such namespace: the shared verifier kills
+  every agent process first and runs the tests in the container (:func:`evokit.verify.trial.run_tests`).
+  The verifier's processes run under evokit's keyring filter and Docker's capability set, not
+  Docker's own seccomp profile (they are not started by the daemon).
+* **Docker API errors are sandbox errors**: a container the agent brought down (OOM, its pid 1
+  gone) makes the daemon answer 409/500; each such answer becomes a
+  :class:`~evokit.sandbox.runtime.SandboxError` with the daemon's words, which trials and rollouts
+  score as the agent's failure (reward 0), never a crash of the run or a masked rollout.
 * **no host-side extraction of agent archives**: ``get_archive`` returns a tar stream the agent
   shaped (links, names). :meth:`read_file` only reads one regular member's bytes in memory;
   :meth:`download_dir` unpacks in a throwaway *helper container* of the task's pristine image
   (no network, no capabilities but the few ``tar`` needs, read-only root) whose only host
-  path is the target dir; inside it, links that lead out of the target and set-id bits are
-  removed before the helper exits. Python's ``tarfile`` never extracts it on the host.
-* **teardown**: pid 1 is ``docker-init`` (Docker's ``--init``), and containers are removed
-  with SIGKILL: no 10 s wait for ``sleep infinity`` to ignore SIGTERM.
+  path is the target dir; inside it, every symlink and set-id bit is removed before the helper
+  exits, so no link reaches the host (where a link leads is decided by the kernel that follows
+  it, which no check of its text or in another filesystem can stand in for; the local sandbox
+  copies links to in-tree files as files, this backend drops them). Python's ``tarfile`` never
+  extracts it on the host.
+* **teardown**: containers are removed with SIGKILL: no 10 s wait for a pid 1 that ignores SIGTERM.
 
 Other gaps, stated: the daemon is root on the host (a container escape is a daemon bug, not
 ours to close); timed-out commands are killed by host pid only when the daemon is local
@@ -43,11 +64,14 @@ ours to close); timed-out commands are killed by host pid only when the daemon i
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import shlex
+import signal
 import socket
 import struct
+import sys
 import tarfile
 import threading
 import time
@@ -58,19 +82,32 @@ from evokit.sandbox.cgroup import Limits
 from evokit.sandbox.docker_engine import LABEL, client
 from evokit.sandbox.docker_image import DockerImage
 from evokit.sandbox.process import TIMEOUT_EXIT_CODE, ExecResult, HeadTail
-from evokit.sandbox.runtime import LOG_DIRS, SandboxError, tar_bytes
+from evokit.sandbox.runtime import LOG_DIRS, SandboxError, check_spared, process_identity, tar_bytes
+from evokit.sandbox.verifier_ns import VerifierNamespace
+
+#: Where the anchor binary is bind-mounted in the container (read-only, on the container's /dev tmpfs:
+#: nothing is added to its root filesystem).
+ANCHOR_TARGET = "/dev/.evokit-init"
+
+
+@contextlib.contextmanager
+def _api_errors(what: str):
+    """Turn the daemon's error answers (409: the container is not running, 500: exec failed...)
+    into :class:`SandboxError`: within the agent's reach, so scored, never a crash of the run."""
+    import docker
+
+    try:
+        yield
+    except docker.errors.APIError as e:
+        raise SandboxError(f"{what}: {e.explanation or e}") from None
 
 #: The task image's tar, sh and find unpack downloads in the helper container; tar as root
 #: needs these to create files and dirs it does not own (nothing else: no chown, no setid).
 _HELPER_CAPS = ["CHOWN", "DAC_OVERRIDE", "FOWNER"]
 _UNPACK = r"""
 tar -x -f - -C /out --no-same-owner --no-same-permissions || echo "evokit: some members were not unpacked" >&2
+find /out -type l -exec rm -f -- {} +
 find /out -perm /6000 -exec chmod ug-s {} +
-find /out -type l -exec sh -c '
-  for l in "$@"; do
-    case "$(readlink -- "$l")" in /*) rm -f -- "$l"; continue ;; esac
-    case "$(realpath -m -- "$l")" in /out/*) ;; *) rm -f -- "$l" ;; esac
-  done' sh {} +
 """
 
 
@@ -108,6 +145,10 @@ class DockerSandbox:
         self._client = docker_client
         self._container = None
         self._own: set[int] | None = None
+        self._anchored = False  # pid 1 is evokit's anchor (see the module docstring)
+        self._spared: dict[int, tuple[str, tuple[int, int, int] | None]] = {}
+        self._pidfd: int | None = None
+        self._verifiers: list[VerifierNamespace] = []
         self._lock = threading.Lock()
 
     # ---------------------------------------------------------------- lifecycle
@@ -133,17 +174,33 @@ class DockerSandbox:
                     break
         raise SandboxError(errors[-1] + (f" (after {len(errors)} attempts)" if len(errors) > 1 else ""))
 
+    def _anchor_path(self) -> str | None:
+        """The host's anchor binary when pid 1 can be it: Linux, root, a daemon on a local unix socket
+        (whose bind mounts name this host's files), and a C compiler that built it."""
+        if sys.platform != "linux" or os.geteuid() != 0 or self._api.base_url != "http+docker://localhost":
+            return None
+        from evokit.sandbox import enter
+
+        try:
+            return str(enter.anchor())
+        except Exception:  # noqa: BLE001 - no compiler: docker-init and a sleep instead (stated gap)
+            return None
+
     def _start_once(self) -> DockerSandbox:
         import docker
 
         self.id = uuid.uuid4().hex[:12]
         lim = self.limits
+        anchor = self._anchor_path()
         kwargs = dict(
             image=self.image.tag, entrypoint=["sleep", "infinity"], command=[], init=True, detach=True,
             hostname="sandbox", network_mode="bridge" if self.network else "none",
             security_opt=["no-new-privileges"], labels={LABEL: "sandbox", f"{LABEL}.id": self.id},
             name=f"evokit-{self.id}", environment=self.env, user="root",
         )
+        if anchor is not None:
+            kwargs.update(entrypoint=[ANCHOR_TARGET], init=False,
+                          volumes={anchor: {"bind": ANCHOR_TARGET, "mode": "ro"}})
         if lim.memory_mb:
             kwargs.update(mem_limit=f"{lim.memory_mb}m", memswap_limit=f"{lim.memory_mb}m")
         if lim.cpus:
@@ -157,8 +214,10 @@ class DockerSandbox:
         except docker.errors.APIError as e:
             self.stop()
             raise SandboxError(f"docker container failed to start: {e.explanation or e}") from None
-        self._own = None
-        if self._cgroup_procs() is not None:  # before any command: pid 1's only child is its sleep
+        self._own, self._anchored, self._spared = None, anchor is not None, {}
+        if self._anchored:
+            self._await_anchor()
+        elif self._cgroup_procs() is not None:  # before any command: pid 1's only child is its sleep
             for _ in range(100):
                 pid1 = int(self._api.inspect_container(self._container.id)["State"]["Pid"])
                 if Path(f"/proc/{pid1}/task/{pid1}/children").read_text().split():
@@ -183,6 +242,37 @@ class DockerSandbox:
                                f"[container {state.get('Status')}, exit {state.get('ExitCode')}]")
         return self
 
+    def _await_anchor(self) -> None:
+        """Wait until the anchor is non-dumpable (it says "ready" only after that) and record who it is."""
+        for _ in range(1000):
+            if b"ready" in self._api.logs(self._container.id, stdout=True, stderr=False):
+                break
+            time.sleep(0.005)
+        else:
+            raise SandboxError("the container's anchor never became ready")
+        pid1 = int(self._api.inspect_container(self._container.id)["State"]["Pid"])
+        identity = process_identity(pid1)
+        anchor = os.stat(self._anchor_path() or "/")
+        if identity is not None and identity[:2] == (anchor.st_dev, anchor.st_ino) and self._uid_map_is_identity(pid1):
+            # The daemon's pids are this host's: the private verifier and the spared-process check apply.
+            self._spared = {pid1: ("the container's anchor (pid 1)", identity)}
+            if self._pidfd is not None:  # a restart (kill_commands with the pids out of view)
+                os.close(self._pidfd)
+            self._pidfd = os.pidfd_open(pid1)
+
+    @staticmethod
+    def _uid_map_is_identity(pid: int) -> bool:
+        """No user-namespace remapping (``userns-remap``): the verifier's root is the container's root."""
+        try:
+            return Path(f"/proc/{pid}/uid_map").read_text().split() == ["0", "0", "4294967295"]
+        except OSError:
+            return False
+
+    @property
+    def private_verifier(self) -> bool:
+        """Whether the verifier can run in private namespaces beside this container (a daemon on this host)."""
+        return self._pidfd is not None and self.running
+
     @property
     def running(self) -> bool:
         if self._container is None:
@@ -191,6 +281,40 @@ class DockerSandbox:
             return self._api.inspect_container(self._container.id)["State"]["Running"]
         except Exception:
             return False
+
+    # ---------------------------------------------------------------- the verifier's side
+    def enter_target(self) -> tuple[int, int, list[Path]]:
+        """pidfd of the anchor, a new fd of the container's root, its cgroup.procs (:class:`VerifierNamespace`)."""
+        if self._pidfd is None:
+            raise SandboxError("no private verifier for this container (its daemon is not on this host)")
+        try:
+            signal.pidfd_send_signal(self._pidfd, 0)
+        except ProcessLookupError:
+            raise SandboxError("the container's pid 1 is gone") from None
+        return self._pidfd, self.open_root(), self.cgroup_procs()
+
+    def cgroup_procs(self) -> list[Path]:
+        procs = self._cgroup_procs()
+        if procs is None:
+            raise SandboxError("the container's cgroup is gone (it stopped)")
+        return [procs]
+
+    def shell_argv(self, command: str) -> list[str]:
+        return ["bash", "-c", command]
+
+    def verifier_namespace(self, size_bytes: int | None = None) -> VerifierNamespace:
+        """A started :class:`~evokit.sandbox.verifier_ns.VerifierNamespace` beside the container (the
+        caller closes it; :meth:`stop` does at the latest). ``size_bytes`` caps each of its two tmpfs."""
+        if not self.private_verifier:
+            raise SandboxError("no private verifier for this container (not running, or a remote daemon)")
+        verifier = VerifierNamespace(self, size_bytes=size_bytes or 1 << 30)
+        with self._lock:
+            self._verifiers = [v for v in self._verifiers if not v.closed] + [verifier]
+        return verifier.start()
+
+    def check_spared(self) -> None:
+        """:class:`SandboxSabotaged` unless the anchor still runs its own program from its own start."""
+        check_spared(self._spared)
 
     def kill_commands(self, rounds: int = 50) -> int:
         """End every process that commands started (daemons too); keep the container and its files.
@@ -203,19 +327,22 @@ class DockerSandbox:
         """
         if self._container is None:
             raise SandboxError("kill_commands on a sandbox that is not running")
+        if not self.running:
+            raise SandboxError("the container is not running: its pid 1 died (killed, or out of memory)")
         procs = self._cgroup_procs()
         if procs is None:
             try:
                 n = max(len(self._api.top(self._container.id).get("Processes") or []) - 2, 0)
             except Exception:
                 n = 0
-            self._api.kill(self._container.id, signal="SIGKILL")
-            self._api.wait(self._container.id, timeout=60)
-            self._api.start(self._container.id)
+            with _api_errors("restarting the container to end its processes failed"):
+                self._api.kill(self._container.id, signal="SIGKILL")
+                self._api.wait(self._container.id, timeout=60)
+                self._api.start(self._container.id)
             self._own = None
+            if self._anchored:
+                self._await_anchor()
             return n
-        import signal
-
         own = self._own_pids()
         killed = 0
         for _ in range(rounds):  # again: a process may fork while its siblings die
@@ -229,13 +356,15 @@ class DockerSandbox:
                 except ProcessLookupError:
                     pass
             time.sleep(0.005)
+        check_spared(self._spared)
         return killed
 
     def _own_pids(self) -> set[int]:
-        """Host pids of the container itself: pid 1 and the ``sleep`` it started (recorded once)."""
+        """Host pids of the container itself: the anchor, or ``docker-init`` and its ``sleep`` (recorded once)."""
         if getattr(self, "_own", None) is None:
-            pid1 = int(self._api.inspect_container(self._container.id)["State"]["Pid"])
-            kids = Path(f"/proc/{pid1}/task/{pid1}/children").read_text().split()
+            with _api_errors("the container could not be inspected"):
+                pid1 = int(self._api.inspect_container(self._container.id)["State"]["Pid"])
+            kids = [] if self._anchored else Path(f"/proc/{pid1}/task/{pid1}/children").read_text().split()
             self._own = {pid1, *map(int, kids[:1])}
         return self._own
 
@@ -258,8 +387,14 @@ class DockerSandbox:
         return None
 
     def stop(self) -> None:
-        """Remove the container with SIGKILL (idempotent)."""
+        """Remove the container with SIGKILL (idempotent), and any verifier namespaces beside it."""
         with self._lock:
+            for verifier in self._verifiers:
+                verifier.close()
+            self._verifiers.clear()
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+                self._pidfd = None
             if self._container is not None:
                 try:
                     self._api.remove_container(self._container.id, force=True, v=True)
@@ -322,12 +457,13 @@ class DockerSandbox:
         finally:
             sock.close()
             sock_io.close()
-        info = self._api.exec_inspect(exec_id)
-        for _ in range(50):
-            if not info.get("Running"):
-                break
-            time.sleep(0.01)
+        with _api_errors("the daemon lost the command (the container died?)"):
             info = self._api.exec_inspect(exec_id)
+            for _ in range(50):
+                if not info.get("Running"):
+                    break
+                time.sleep(0.01)
+                info = self._api.exec_inspect(exec_id)
         code = TIMEOUT_EXIT_CODE if timed_out else (info.get("ExitCode") if info.get("ExitCode") is not None else -1)
         raw = out.raw()
         return ExecResult(stdout=raw.decode("utf-8", errors="replace"), stderr=err.raw().decode("utf-8", errors="replace"),
@@ -340,9 +476,10 @@ class DockerSandbox:
         A pid is signalled only if ``/proc/<pid>/cgroup`` names this container: with a remote
         daemon (Docker Desktop's VM) the pids are not ours and nothing is killed here.
         """
-        import signal
-
-        pid = self._api.exec_inspect(exec_id).get("Pid") or 0
+        try:
+            pid = self._api.exec_inspect(exec_id).get("Pid") or 0
+        except Exception:  # noqa: BLE001 - the container is gone: nothing left to kill
+            return
         cid = self._container.id
         try:
             rows = self._api.top(cid, ps_args="-eo pid,ppid").get("Processes") or []
@@ -380,7 +517,8 @@ class DockerSandbox:
         cid = self._container.id
 
         def pid1() -> int:
-            state = self._api.inspect_container(cid)["State"]
+            with _api_errors("the container could not be inspected"):
+                state = self._api.inspect_container(cid)["State"]
             if not state.get("Running") or not state.get("Pid"):
                 raise SandboxError("the container is not running; it cannot be read")
             return int(state["Pid"])
@@ -466,8 +604,8 @@ class DockerSandbox:
         """Copy the contents of ``source`` to the host dir ``target``, unpacked in a helper container.
 
         The helper runs the task's pristine image (not the agent's container), with no network,
-        a read-only root, three capabilities and ``target`` as its only host path. Links that
-        lead out of ``target`` and set-id bits are removed there, as the local sandbox skips them.
+        a read-only root, three capabilities and ``target`` as its only host path. Every symlink
+        and set-id bit is removed there, so no link lands on the host (the host-write class).
         """
         target = Path(target).resolve()
         target.mkdir(parents=True, exist_ok=True)

@@ -5,15 +5,22 @@ process that started it):
 
 * an **init**: ``unshare --mount`` (holder of a private mount namespace in which a
   ``storage_mb`` tmpfs and the overlay ``image layers + tmpfs upper`` are mounted) that
-  execs bwrap with fresh pid/ipc/uts/net namespaces running ``sleep infinity``; with
-  ``network``, a slirp4netns process connects the net namespace outward
-  (:mod:`evokit.sandbox.netns`); every bwrap loads the keyring filter (:mod:`evokit.sandbox.seccomp`);
+  execs bwrap with fresh pid/ipc/uts/net namespaces whose pid 1 (``--as-pid-1``: no bwrap
+  process inside) is evokit's **anchor** (:func:`evokit.sandbox.enter.anchor`), executed from
+  an inherited fd: non-dumpable, so no process of the sandbox can ptrace it or write its
+  ``/proc/1/mem``, and as pid 1 unkillable from inside; with ``network``, a slirp4netns process
+  connects the net namespace outward (:mod:`evokit.sandbox.netns`); every bwrap loads the keyring
+  filter (:mod:`evokit.sandbox.seccomp`);
 * each **exec** is one launch of ``evokit-enter`` (:mod:`evokit.sandbox.enter`), which joins
   the cgroup, enters pid 1's mount, net, uts, ipc and pid namespaces through its pidfd, and
   runs the command under the same root, capability set, ``no_new_privs`` and seccomp filter
   as the init. So files, mounts and background processes persist between execs, exactly as
   with ``docker exec``, and killing the init kills every process at once;
 * a per-sandbox cgroup (memory, pids, cpu) that every process joins before it execs;
+* the verifier's private namespaces, made on demand (:meth:`Sandbox.verifier_namespace`,
+  :mod:`evokit.sandbox.verifier_ns`): the tests share the sandbox's files, network, hostname
+  and IPC, in a pid namespace no sandbox process can see, with ``/tests`` and ``/logs/verifier``
+  on tmpfs mounts only the host and the tests reach;
 * a lease on all of that host state (:mod:`evokit.sandbox.stale`), released last by ``stop``.
 
 File transfer (:mod:`evokit.sandbox.transfer`) walks the sandbox's root from the host through
@@ -49,6 +56,7 @@ from evokit.sandbox.cgroup import Cgroup, Limits
 from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
 from evokit.sandbox.image import Image, as_user
 from evokit.sandbox.process import SUBPROCESS_CLOCK, ExecResult, run_capped
+from evokit.sandbox.verifier_ns import VerifierNamespace
 
 RUN_DIR = stale.RUN_DIR
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
@@ -57,6 +65,37 @@ ETC_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n12
 
 class SandboxError(RuntimeError):
     """The sandbox could not start, or was used while stopped."""
+
+
+class SandboxSabotaged(SandboxError):
+    """A process the harness keeps in a sandbox (its anchor, bwrap, slirp4netns) no longer runs its
+    own program from its own start: something took it over. Within the agent's reach by
+    definition (nothing else runs there), so the trial scores 0 with this reason, never masked."""
+
+
+def process_identity(pid: int) -> tuple[int, int, int] | None:
+    """``(st_dev, st_ino)`` of the program ``pid`` runs and its start time (clock ticks), or None if gone.
+
+    What :meth:`Sandbox.kill_commands` compares for the processes it spares: an ``execve`` changes
+    the program, a recycled pid the start time.
+    """
+    try:
+        st = os.stat(f"/proc/{pid}/exe")
+        start = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+    return st.st_dev, st.st_ino, start
+
+
+def check_spared(spared: dict[int, tuple[str, tuple[int, int, int] | None]]) -> None:
+    """Raise :class:`SandboxSabotaged` unless every spared ``pid: (name, identity)`` is unchanged."""
+    for pid, (name, identity) in spared.items():
+        now = process_identity(pid)
+        if now is None or now != identity:
+            what = "is gone" if now is None else (
+                "runs another program" if now[:2] != (identity or now)[:2] else "is another process (same pid)")
+            raise SandboxSabotaged(f"sabotage: {name} (host pid {pid}) {what}; the harness's own process in the "
+                                   "sandbox was taken over or killed")
 
 
 class Sandbox:
@@ -82,6 +121,8 @@ class Sandbox:
         self._init = None
         self._pid1_fd: int | None = None  # pidfd of the sandbox's pid 1
         self._own_pids: set[int] = set()
+        self._spared: dict[int, tuple[str, tuple[int, int, int] | None]] = {}
+        self._verifiers: list[VerifierNamespace] = []
         self._ns: dict[str, str] = {}
         self.cgroup: Cgroup | None = None
         self._lease: stale.Lease | None = None
@@ -116,31 +157,33 @@ class Sandbox:
         self._resolv = str(netns.resolv_conf()) if self.network else None
         info_r, info_w = os.pipe()
         filter_fd = seccomp.fd()
+        anchor_fd = os.open(enter.anchor(), os.O_RDONLY | os.O_CLOEXEC)
         inner = bwrap_base(resolv_conf=self._resolv, seccomp_fd=filter_fd, cwd="/",
                            env={"PATH": self.env.get("PATH", "/usr/bin:/bin")}, die_with_parent=True)
         # Always a network namespace of its own: with ``network`` slirp4netns connects it to the
         # outside below; without, it has only its loopback (up, as Docker's network "none").
-        inner += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--hostname", "sandbox",
-                  "--info-fd", str(info_w)]
-        # The init makes the harness dirs, says "ready" (so start() returns only once the
-        # sandbox can take commands), then sleeps as the namespaces' anchor.
+        inner += ["--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+                  "--hostname", "sandbox", "--info-fd", str(info_w)]
+        # The init makes the harness dirs, then execs the anchor (pid 1 for the sandbox's life),
+        # which says "ready" once it is non-dumpable: start() returns only then.
         # Like Docker, give the sandbox an /etc/hosts (minbase has none): without it
         # `localhost` does not resolve, and offline tasks that talk to a local server fail.
         setup = ("mkdir -p " + " ".join([*LOG_DIRS, shlex.quote(self.workdir)]) + " && chmod 777 "
                  + " ".join(LOG_DIRS) + f" && {{ [ -e /etc/hosts ] || printf {shlex.quote(ETC_HOSTS)} > /etc/hosts; }}"
-                 + " && echo ready && exec sleep infinity")
+                 + f" && exec /proc/self/fd/{anchor_fd}")
         inner += ["--", "/bin/sh", "-c", setup]
         storage = (self.limits.storage_mb or 100_000) * 1024 * 1024
         argv = overlay_argv(cache_root=self.image.root, lowerdirs=self.image.lowerdirs,
                             upper_root=self.state_dir, tmpfs_bytes=storage, inner=inner)
         t_start = time.monotonic()
         try:
-            self._init = subprocess.Popen(self.cgroup.wrap(argv), pass_fds=(info_w, filter_fd),
+            self._init = subprocess.Popen(self.cgroup.wrap(argv), pass_fds=(info_w, filter_fd, anchor_fd),
                                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                           start_new_session=True, env=host_env())
         finally:
             os.close(info_w)
             os.close(filter_fd)
+            os.close(anchor_fd)
         with os.fdopen(info_r, "rb") as f:
             raw = f.read()  # bwrap closes the fd once the sandbox is set up (or on failure)
         ready = self._init.stdout.readline()
@@ -155,10 +198,14 @@ class Sandbox:
         self._ns = {name: f"/proc/{child}/ns/{name}" for name in ("net", "uts", "ipc", "pid")}
         self._ns["mnt"] = f"/proc/{self._init.pid}/ns/mnt"
         self._pid1_fd = os.pidfd_open(child)
-        # The processes that are the sandbox itself (outer bwrap, pid 1, the anchor sleep, slirp):
-        # everything else in the cgroup was started by a command.
-        children = Path(f"/proc/{child}/task/{child}/children").read_text().split()
-        self._own_pids = {self._init.pid, child, *map(int, children)}
+        # The processes that are the sandbox itself (outer bwrap in the host's pid namespace, the
+        # anchor as pid 1, slirp): everything else in the cgroup was started by a command.
+        self._own_pids = {self._init.pid, child}
+        self._spared = {self._init.pid: ("the sandbox's bwrap", process_identity(self._init.pid)),
+                        child: ("the sandbox's anchor (pid 1)", process_identity(child))}
+        anchor = os.stat(enter.anchor())
+        if (self._spared[child][1] or (0, 0))[:2] != (anchor.st_dev, anchor.st_ino):
+            raise SandboxError("the sandbox's pid 1 is not evokit's anchor")
         if self.network:
             # Only now: slirp configuring the namespace while bwrap still sets up its loopback
             # makes bwrap fail (measured: "loopback: Failed RTM_NEWADDR").
@@ -167,13 +214,21 @@ class Sandbox:
             self._outbound.wait_ready()
             SUBPROCESS_CLOCK.add(time.monotonic() - t_net)
             self._own_pids.add(self._outbound.pid)
+            self._spared[self._outbound.pid] = ("slirp4netns", process_identity(self._outbound.pid))
+
+    def check_spared(self) -> None:
+        """:class:`SandboxSabotaged` unless every process the sandbox spares runs its own program."""
+        check_spared(self._spared)
 
     def kill_commands(self, rounds: int = 50) -> int:
         """Kill every process that commands started (background daemons too); keep the sandbox.
 
-        Call it between the agent phase and the verifier phase: a daemon the agent left behind
-        could otherwise rewrite ``/logs/verifier/reward.txt`` while the tests run. (Harbor's
-        docker backend does not do this; evokit's direct trials do.) Returns how many it killed.
+        Called before the agent's work is copied to a separate verifier (nothing of the agent may
+        still be writing it) and after a shared verifier's tests (the end of the trial). Returns how
+        many it killed. Then every process it spared (bwrap, the anchor, slirp4netns) must still
+        run its own program from its own start (:func:`process_identity`, recorded at start), else
+        :class:`SandboxSabotaged`: the borrowed-process class is closed by the anchor being
+        non-dumpable, and this check makes a miss visible instead of trusted.
 
         Stop first, then kill: SIGKILLs sent one process at a time let the survivors run in
         between, and an agent's ``(sleep 300; echo 1 > /logs/verifier/reward.txt) &`` wrote its
@@ -206,11 +261,15 @@ class Sandbox:
                 except ProcessLookupError:
                     pass
             time.sleep(0.005)
+        check_spared(self._spared)
         return len(killed)
 
     def stop(self) -> None:
         """Kill every process of the sandbox and release its mounts, cgroup and state dir."""
         with self._lock:
+            for verifier in self._verifiers:
+                verifier.close()
+            self._verifiers.clear()
             if self._init is not None:
                 # Kill the namespace's pid 1 first: the kernel kills every process in the
                 # namespace, pid 1 reaps them and bwrap outside reaps pid 1. Killing the whole
@@ -253,11 +312,46 @@ class Sandbox:
     def running(self) -> bool:
         return self._init is not None and self._init.poll() is None
 
+    @property
+    def pid1(self) -> int:
+        """The host pid of the sandbox's pid 1 (its anchor)."""
+        if self._pid1_fd is None:
+            raise SandboxError("the sandbox is not running")
+        return _pidfd_pid(self._pid1_fd)
+
     def __enter__(self) -> Sandbox:
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+    # ---------------------------------------------------------------- the verifier's side
+    def enter_target(self) -> tuple[int, int, list[Path]]:
+        """pidfd of pid 1, a new fd of its root and the cgroup.procs files (:class:`VerifierNamespace`)."""
+        if not self.running:
+            raise SandboxError("the sandbox is not running")
+        return self._pid1_fd, self.open_root(), self.cgroup_procs()
+
+    def cgroup_procs(self) -> list[Path]:
+        return [d / "cgroup.procs" for d in self.cgroup.dirs]
+
+    def shell_argv(self, command: str) -> list[str]:
+        """``bash -c command``, or ``sh -c`` in an image without bash."""
+        return ["bash" if self.image.find("/bin/bash") is not None else "sh", "-c", command]
+
+    def verifier_namespace(self, size_bytes: int | None = None) -> VerifierNamespace:
+        """A started :class:`~evokit.sandbox.verifier_ns.VerifierNamespace` beside this sandbox (the
+        tests' private pid and mount namespaces); closed by the caller, or at the latest by :meth:`stop`.
+
+        ``size_bytes`` caps each of its two tmpfs (default: the sandbox's ``storage_mb``).
+        """
+        if not self.running:
+            raise SandboxError("the verifier's namespaces need a running sandbox")
+        size = size_bytes or (self.limits.storage_mb or 100_000) << 20
+        verifier = VerifierNamespace(self, size_bytes=size)
+        with self._lock:
+            self._verifiers = [v for v in self._verifiers if not v.closed] + [verifier]
+        return verifier.start()
 
     # ---------------------------------------------------------------- commands
     def exec(self, command: str | list[str], *, cwd: str | None = None, env: dict[str, str] | None = None,
@@ -266,9 +360,7 @@ class Sandbox:
         """Run ``command`` (a bash string, or an argv) in the sandbox; never raises on failure."""
         if not self.running:
             raise SandboxError("exec on a sandbox that is not running (start() it, or it was stopped)")
-        argv = command if isinstance(command, list) else ["bash", "-c", command]
-        if isinstance(command, str) and self.image.find("/bin/bash") is None:
-            argv = ["sh", "-c", command]
+        argv = command if isinstance(command, list) else self.shell_argv(command)
         user = self.image.user if user is None else str(user)
         merged_env = {**self.env, **(env or {})}
         merged_env.setdefault("HOME", "/root")
@@ -276,7 +368,7 @@ class Sandbox:
         filter_fd = seccomp.fd()
         try:
             full = enter.argv(pidfd=self._pid1_fd, rootfd=root_fd, seccomp_fd=filter_fd, cwd=cwd or self.workdir,
-                              caps=DOCKER_DEFAULT_CAPS, cgroup_procs=[d / "cgroup.procs" for d in self.cgroup.dirs],
+                              caps=DOCKER_DEFAULT_CAPS, cgroup_procs=self.cgroup_procs(),
                               env=merged_env, command=as_user(argv, user))
             return run_capped(full, stdin=stdin, timeout_sec=timeout_sec, env={},
                               pass_fds=(self._pid1_fd, root_fd, filter_fd), max_output_bytes=max_output_bytes,
@@ -288,7 +380,7 @@ class Sandbox:
     # ---------------------------------------------------------------- files
     # Every transfer goes through evokit.sandbox.transfer: the host walks the sandbox's root
     # with openat2(RESOLVE_IN_ROOT); no archive is made or parsed and no program of the
-    # sandbox (its tar, its libc) runs (issue 11, class 6).
+    # sandbox (its tar, its libc) runs (the trojaned-tool and host-extraction classes).
     def open_root(self) -> int:
         """An ``O_PATH`` fd of the sandbox's ``/`` (the caller closes it), for :mod:`transfer`.
 
@@ -334,11 +426,13 @@ class Sandbox:
         _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=True)
 
     def download_dir(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
-        """Copy the contents of ``source`` to the host dir ``target``; links that stay inside stay links.
+        """Copy the contents of ``source`` to the host dir ``target``; no symlink is written.
 
-        Links that point outside ``target`` (absolute, or escaping with ``..``), FIFOs, sockets
-        and device nodes are skipped: failing the whole download would let an agent break the
-        copy of its own logs. More than ``max_bytes`` in all is a :class:`SandboxError`.
+        A link is resolved by the kernel inside the sandbox and arrives as a copy of the file or
+        directory it leads to when that is inside ``source``; other links, FIFOs, sockets and
+        device nodes are skipped (:func:`evokit.sandbox.transfer.download`): failing the whole
+        download would let an agent break the copy of its own logs. More than ``max_bytes`` in
+        all is a :class:`SandboxError`.
         """
         _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=False)
 
@@ -350,18 +444,26 @@ class Sandbox:
         ``*`` matches ``/``); the exact relative paths in ``protect`` always.
 
         Harbor's own version runs the sandbox's ``tar`` and extracts the archive on the host
-        with ``tarfile``: the trojaned-tar and filter-bypass paths of issue 11, class 6.
+        with ``tarfile``: the trojaned-tar and filter-bypass paths of the host-extraction class.
         """
-        protected = set(protect or ())
+        _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=False,
+                  select=file_filter(include, exclude, protect))
 
-        def select(rel: str) -> bool:
-            if rel in protected:
-                return True
-            if include and not any(fnmatch(rel, p) for p in include):
-                return False
-            return not (exclude and any(fnmatch(rel, p) for p in exclude))
 
-        _transfer(transfer.download, self, source, Path(target), max_bytes, as_file=False, select=select)
+def file_filter(include: Sequence[str] | None, exclude: Sequence[str] | None,
+                protect: Sequence[str] | None):
+    """Harbor's ``download_dir_filtered`` rule on a relative path: ``protect`` always, else an
+    ``include`` glob (all if none) and no ``exclude`` glob (fnmatch: ``*`` matches ``/``)."""
+    protected = set(protect or ())
+
+    def select(rel: str) -> bool:
+        if rel in protected:
+            return True
+        if include and not any(fnmatch(rel, p) for p in include):
+            return False
+        return not (exclude and any(fnmatch(rel, p) for p in exclude))
+
+    return select
 
 
 def _pidfd_pid(pidfd: int) -> int:

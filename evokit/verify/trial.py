@@ -7,26 +7,38 @@ phase), the same reward contract (``reward.json`` wins over ``reward.txt``; fini
 numbers only; a missing file is an error, not a zero). Keeping it in-process with a
 sandbox we already hold is what makes verification fast (see ``benchmarks/``).
 
-**Trust model** (issue 11). An RL policy optimises whatever reward is easiest, so nothing the
+**Trust model.** An RL policy optimises whatever reward is easiest, so nothing the
 agent can touch may decide the reward:
 
 * *Separate verifier* (:attr:`VerifierMode.SEPARATE`, evokit's default; Harbor schema 1.4's
-  ``[verifier].environment_mode = "separate"``): the tests run in a **fresh sandbox** from the
-  task's image in which the agent never ran. Only the agent's work travels there:
-  :func:`work_paths` (the task's workdir plus the sources of Harbor's ``artifacts`` list and the
-  ``/logs/artifacts`` convention dir), copied by :func:`evokit.sandbox.transfer.copy_between`
-  with links resolved inside the agent's sandbox or refused. Trojaned tools, planted daemons,
-  dangling links into ``/tests`` and poisoned dotfiles outside those paths never reach the
-  tests.
+  ``[verifier].environment_mode = "separate"``): every process the agent started is killed,
+  then the tests run in a **fresh sandbox** from the task's image in which the agent never ran.
+  Only the agent's work travels there: :func:`work_paths` (the task's workdir plus the sources
+  of Harbor's ``artifacts`` list and the ``/logs/artifacts`` convention dir), copied by
+  :func:`evokit.sandbox.transfer.copy_between` with links resolved inside the agent's sandbox or
+  refused. Trojaned tools, planted daemons, dangling links into ``/tests`` and poisoned dotfiles
+  outside those paths never reach the tests.
 * *Shared verifier* (:attr:`VerifierMode.SHARED`, Harbor's default): the tests run in the
-  agent's own sandbox, after every process the agent started is killed. Faster and needed by
-  tasks whose tests read state outside any declared path, but the tests then run on the
-  agent's filesystem (its ``/usr/bin``), so a root agent can subvert them. Choose it per task
-  with ``environment_mode = "shared"`` or per call.
+  agent's own sandbox **while the agent's processes keep running**, as under Harbor (a task
+  whose solution starts redis or supervisord is checked with them up). The tests' processes run
+  in the verifier's private namespaces (:mod:`evokit.sandbox.verifier_ns`): a pid namespace no
+  agent process can see, signal or ptrace, and ``/tests`` and ``/logs/verifier`` on tmpfs mounts
+  that only the host and the tests reach. After the tests end, everything (theirs and the
+  agent's) is killed. **Documented weakness:** the tests run on the agent's filesystem (its
+  ``/usr/bin``, ``/tmp``, its workdir), so a root agent or a daemon it left can still change
+  what the tests *read* (a trojaned ``diff``, a file swapped under them) and so subvert them;
+  it cannot write the reward, read the answer keys or reach the tests' processes. Choose it per
+  task with ``environment_mode = "shared"`` or per call.
 
 In both modes rewards are **out of band**: the test's output goes to
-``/logs/verifier/test-stdout.txt`` (never parsed), and the reward files are read with
-:meth:`Sandbox.read_file` only after every process of the verifier phase is gone.
+``/logs/verifier/test-stdout.txt`` (never parsed), and the reward files are read by the host
+through its own fd of the private ``/logs/verifier`` only once every process of the verifier
+phase is gone. The tests run with ``PYTHONSAFEPATH=1`` (set by the harness over the task's
+``[verifier].env``): their cwd is the task's workdir, i.e. the agent's work, and a
+``python3 -c``/``-m`` there would otherwise import the agent's ``json.py`` before the standard
+library's (the import-path class). Deviation from Harbor, stated: a test that runs
+``python3 /tests/x.py`` no longer gets ``/tests`` on its import path (pytest inserts its
+rootdir itself and is unaffected).
 """
 
 from __future__ import annotations
@@ -49,8 +61,10 @@ from evokit.sandbox.process import ExecResult
 from evokit.sandbox.runtime import tar_bytes
 from evokit.sandbox.task_env import limits_from_config, sandbox_for_task
 from evokit.sandbox.transfer import copy_between
+from evokit.sandbox.verifier_ns import VerifierNamespace, VerifierSetupError
 
 VERIFIER_DIR = "/logs/verifier"
+TESTS_DIR = "/tests"
 REWARD_TXT = f"{VERIFIER_DIR}/reward.txt"
 REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
 TEST_STDOUT = f"{VERIFIER_DIR}/test-stdout.txt"
@@ -197,17 +211,22 @@ def _stage_and_run(sandbox: Sandbox, src: Path, target: str, script: str, log: s
     sandbox round trips of a trial. The script's stdout and stderr go to the file ``log`` in the
     sandbox (Harbor's convention), never to the exec's stdout: nothing a script prints is ever
     parsed. The exit status of the exec is the script's. A ``src`` that is itself a symlink is
-    refused (issue 11, 12a): a ``tests -> /etc`` link would upload the host's ``/etc``.
+    refused (the linked-tests class): a ``tests -> /etc`` link would upload the host's ``/etc``.
     """
-    if src.is_symlink() or not src.is_dir():
-        raise FileNotFoundError(f"{src} is {'a symlink' if src.is_symlink() else 'not a directory'}; "
-                                f"the task's {src.name}/ must be a real folder")
+    _check_folder(src)
     runner = shlex.join(as_user(["sh", "-c", 'exec "$1" > "$2" 2>&1', "sh", f"{target}/{script}", log],
                                  None if user is None else str(user)))
     cmd = (f"{pre} mkdir -p {target} {shlex.quote(str(PurePosixPath(log).parent))} && "
            f"tar -x -f - -C {target} --no-same-owner && chmod +x {target}/{script} && "
            f": > {shlex.quote(log)} && chmod 644 {shlex.quote(log)} && {_chown(user, log)}exec {runner}")
     return sandbox.exec(["sh", "-c", cmd], stdin=tar_bytes(src), user="root", env=env, timeout_sec=timeout_sec)
+
+
+def _check_folder(src: Path) -> None:
+    """A task's ``tests/`` or ``solution/`` must be a real folder (the linked-tests class)."""
+    if src.is_symlink() or not src.is_dir():
+        raise FileNotFoundError(f"{src} is {'a symlink' if src.is_symlink() else 'not a directory'}; "
+                                f"the task's {src.name}/ must be a real folder")
 
 
 def _chown(user: str | int | None, *paths: str) -> str:
@@ -235,11 +254,12 @@ def solution_failure(sandbox: Sandbox, res: ExecResult) -> str:
     return f"solve.sh exited {res.return_code}" + (": " + " | ".join(lines) if lines else "")
 
 
-def read_rewards(sandbox: Sandbox) -> dict[str, float]:
+def read_rewards(sandbox: Sandbox | VerifierNamespace) -> dict[str, float]:
     """The reward files of a finished verifier phase, read out of band and parsed strictly.
 
-    Call it only once the phase's processes are gone (:meth:`Sandbox.kill_commands`): then
-    nothing can rewrite the files between the tests' end and this read.
+    Call it only once the phase's processes are gone: then nothing can rewrite the files between
+    the tests' end and this read. ``sandbox`` is the verifier's private namespace (its host-held
+    ``/logs/verifier``), or a sandbox without one (Docker with a remote daemon).
     """
     files: dict[str, bytes] = {}
     for path in (REWARD_JSON, REWARD_TXT):
@@ -253,25 +273,95 @@ def read_rewards(sandbox: Sandbox) -> dict[str, float]:
     return parse_rewards(files)
 
 
-def run_tests(sandbox: Sandbox, task: Task) -> tuple[ExecResult, dict[str, float] | None, str | None]:
-    """Verifier phase in ``sandbox``: end every command's processes, clear ``/logs/verifier``,
-    upload ``tests/``, run ``test.sh``, end its processes, read the reward.
+def tests_env(task: Task) -> dict[str, str]:
+    """The tests' environment: the task's ``[verifier].env``, and ``PYTHONSAFEPATH=1`` over it
+    (the import-path class, module docstring): the one variable a task cannot turn off."""
+    return {**task.config.verifier.env, "PYTHONSAFEPATH": "1"}
 
-    Killing every process first matters in the shared mode: a daemon the agent left behind
-    could otherwise rewrite the reward file while (or after) the tests run. The verifier dir is
-    emptied (not just the two reward files), so a directory or link planted at
-    ``reward.txt`` cannot stop the tests from writing it, and recreated writable by the verifier's
-    user only (``0755``): a program of the agent's that the tests run as another user (e.g.
-    ``setpriv --reuid=nobody``, as the bundled examples do) cannot write a reward, not even from a
-    daemon racing the tests' last write.
+
+def _runner(task: Task) -> str:
+    """The verifier's one shell line: the log made, ``/logs/verifier`` handed to the verifier's user,
+    ``test.sh`` run as that user with its output in the log (never in the exec's output)."""
+    user = task.config.verifier.user
+    runner = shlex.join(as_user(["sh", "-c", 'exec "$1" > "$2" 2>&1', "sh", f"{TESTS_DIR}/test.sh", TEST_STDOUT],
+                                 None if user is None else str(user)))
+    return (f"chmod +x {TESTS_DIR}/test.sh && : > {TEST_STDOUT} && chmod 644 {TEST_STDOUT} && "
+            f"{_chown(user, VERIFIER_DIR, TEST_STDOUT)}exec {runner}")
+
+
+def run_tests(sandbox: Sandbox, task: Task, *, logs_to: Path | None = None,
+              ) -> tuple[ExecResult | None, dict[str, float] | None, str | None]:
+    """Verifier phase in ``sandbox``: the tests in the verifier's private namespaces, then every
+    process ended (the tests', and the agent's in the shared mode), then the reward read.
+
+    ``/tests`` and ``/logs/verifier`` are fresh tmpfs mounts only the host and the tests see
+    (:mod:`evokit.sandbox.verifier_ns`): the host uploads ``tests/`` into one and reads the reward
+    out of the other; no process of the sandbox can reach either, so the agent's processes need
+    not be stopped before the tests (the shared mode keeps them running, as Harbor does). The
+    verifier dir is writable by the verifier's user only (``0755``, chowned to it): a program of the
+    agent's that the tests run as another user (``setpriv --reuid=nobody``, as the bundled examples
+    do) cannot write a reward. ``logs_to``: a host dir that receives a copy of ``/logs/verifier``.
+
+    A Docker sandbox whose daemon is not on this host has no private namespaces: there every
+    process of the agent is killed first and the tests run in the sandbox itself (stated in
+    :mod:`evokit.sandbox.docker_backend`).
     """
+    if not getattr(sandbox, "private_verifier", True):
+        return _run_tests_in_sandbox(sandbox, task, logs_to=logs_to)
+    _check_folder(task.paths.tests_dir)
+    try:
+        verifier = sandbox.verifier_namespace()
+    except VerifierSetupError as e:
+        return None, None, f"the verifier could not be set up in the sandbox: {e}"
+    with verifier:
+        verifier.upload_dir(task.paths.tests_dir, TESTS_DIR)
+        try:
+            res = verifier.exec(["sh", "-c", _runner(task)], user="root", env=tests_env(task),
+                                timeout_sec=task.config.verifier.timeout_sec)
+        except VerifierSetupError as e:  # its pid 1 died under it (the sandbox's memory limit)
+            return None, None, f"the verifier's namespace ended during the tests: {e}"
+        verifier.stop()  # every process of the tests, at once (their pid namespace ends)
+        sandbox.kill_commands()  # and the agent's (shared mode); raises if a spared process was taken over
+        if logs_to is not None:
+            _save_verifier_logs(verifier, logs_to)
+        if res.timed_out:
+            return res, None, f"tests timed out after {task.config.verifier.timeout_sec:.0f}s"
+        if res.return_code == 125 and "evokit-enter:" in res.stderr:
+            return res, None, f"the tests could not start in the verifier: {res.stderr.strip()[:500]}"
+        try:
+            return res, read_rewards(verifier), None
+        except RewardError as e:
+            return res, None, str(e)
+
+
+def _save_verifier_logs(source: Sandbox | VerifierNamespace, target: Path) -> None:
+    """Copy ``/logs/verifier`` to the host dir ``target``; a failure is noted beside it, never raised."""
+    try:
+        if isinstance(source, VerifierNamespace):
+            source.download(VERIFIER_DIR, target, 64 << 20, as_file=False)
+        else:
+            source.download_dir(VERIFIER_DIR, target, max_bytes=64 << 20)
+    except Exception as e:  # noqa: BLE001 - logs are best effort: a missing log never fails a verdict
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target.parent / "download-error.txt", "a") as f:
+            f.write(f"{VERIFIER_DIR}: {e}\n")
+
+
+def _run_tests_in_sandbox(sandbox, task: Task, *, logs_to: Path | None = None,
+                          ) -> tuple[ExecResult, dict[str, float] | None, str | None]:
+    """The verifier phase where no private namespace can be made (a remote Docker daemon): every
+    command's processes ended first (a daemon could otherwise rewrite the reward file), the
+    verifier dir and ``/tests`` recreated (``0755``, the verifier's user), ``tests/`` uploaded,
+    ``test.sh`` run, its processes ended, the reward read."""
     sandbox.kill_commands()
-    res = _stage_and_run(sandbox, task.paths.tests_dir, "/tests", "test.sh", TEST_STDOUT,
-                         pre=(f"rm -rf {VERIFIER_DIR} /tests && mkdir -p -m 755 {VERIFIER_DIR} && "
+    res = _stage_and_run(sandbox, task.paths.tests_dir, TESTS_DIR, "test.sh", TEST_STDOUT,
+                         pre=(f"rm -rf {VERIFIER_DIR} {TESTS_DIR} && mkdir -p -m 755 {VERIFIER_DIR} && "
                               + _chown(task.config.verifier.user, VERIFIER_DIR)),
-                         user=task.config.verifier.user, env=dict(task.config.verifier.env),
+                         user=task.config.verifier.user, env=tests_env(task),
                          timeout_sec=task.config.verifier.timeout_sec)
     sandbox.kill_commands()
+    if logs_to is not None:
+        _save_verifier_logs(sandbox, logs_to)
     if res.timed_out:
         return res, None, f"tests timed out after {task.config.verifier.timeout_sec:.0f}s"
     try:
@@ -292,7 +382,7 @@ def start_verifier(task: Task, image: Image) -> Sandbox:
 
 class VerifierStarter:
     """Start the separate verifier's sandbox in a thread while the agent works, so the separate
-    mode costs little more wall time than the shared one (issue 11's speed target).
+    mode costs little more wall time than the shared one (target: separate <= 1.5x shared).
     ``get()`` returns it started or raises :class:`HarnessFault`; ``stop()`` always cleans up.
 
     The thread lives until ``stop()``: a sandbox's init dies with the *thread* that started it
@@ -331,21 +421,24 @@ class VerifierStarter:
 
 
 def verify_work(agent: Sandbox, task: Task, image: Image, *, mode: VerifierMode | str | None = None,
-                verifier: Sandbox | None = None) -> tuple[ExecResult | None, dict[str, float] | None, str | None]:
+                verifier: Sandbox | None = None, logs_to: Path | None = None,
+                ) -> tuple[ExecResult | None, dict[str, float] | None, str | None]:
     """Score the agent's work in ``agent`` after its phase: ``(tests, rewards, error)``.
 
     Separate mode: the agent's processes are killed, :func:`work_paths` are copied into
     ``verifier`` (a started fresh sandbox, e.g. from :class:`VerifierStarter`; one is started
-    here if None) and the tests run there. Shared mode: the tests run in ``agent``. An agent
-    whose sandbox is gone (it killed its anchor process, the OOM killer took it), or whose work
-    cannot be copied (too large, a link out of its sandbox), gets no reward and the reason; only
-    a verifier that will not start raises (:class:`HarnessFault`).
+    here if None) and the tests run there. Shared mode: the tests run beside the agent's
+    still-running processes in ``agent`` (:func:`run_tests`). An agent whose sandbox is gone (the
+    OOM killer took it), or whose work cannot be copied (too large, a link out of its sandbox),
+    gets no reward and the reason; a process the harness spares that was taken over raises
+    :class:`~evokit.sandbox.runtime.SandboxSabotaged` (a :class:`SandboxError`: scored 0 by the
+    callers); only a verifier that will not start raises :class:`HarnessFault`.
     """
     mode = verifier_mode(task, mode)
     if not agent.running:
         return None, None, "the agent's sandbox is gone (its processes were killed or it ran out of memory)"
     if mode == VerifierMode.SHARED:
-        return run_tests(agent, task)
+        return run_tests(agent, task, logs_to=logs_to)
     paths = work_paths(task, image)
     own = verifier is None
     verifier = start_verifier(task, image) if own else verifier
@@ -358,7 +451,7 @@ def verify_work(agent: Sandbox, task: Task, image: Image, *, mode: VerifierMode 
             if not verifier.running:
                 raise HarnessFault(f"the verifier's sandbox died during the copy: {e}") from e
             return None, None, f"the agent's work could not be copied to the verifier: {type(e).__name__}: {e}"
-        return run_tests(verifier, task)
+        return run_tests(verifier, task, logs_to=logs_to)
     finally:
         if own:
             verifier.stop()
@@ -392,16 +485,17 @@ def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path |
             elif run.agent.return_code != 0:
                 run.error = solution_failure(agent, run.agent)
         t = time.monotonic()
+        logs_to = None if log_dir is None else log_dir / "verifier"
         if separate:
             verifier = starter.get()
             run.tests, run.rewards, err = verify_work(agent, task, image, mode=VerifierMode.SEPARATE,
-                                                      verifier=verifier)
+                                                      verifier=verifier, logs_to=logs_to)
         else:
-            run.tests, run.rewards, err = run_tests(agent, task)
+            run.tests, run.rewards, err = run_tests(agent, task, logs_to=logs_to)
         run.error = run.error or err
         run.timings["tests"] = time.monotonic() - t
         if log_dir is not None:
-            _keep_logs(agent, verifier or agent, log_dir, run)
+            _keep_logs(agent, log_dir, run)
     except Exception as e:  # a broken sandbox is a failed trial with its reason, never a crash
         run.error = f"{type(e).__name__}: {e}"
     finally:
@@ -413,9 +507,9 @@ def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path |
     return run
 
 
-def _keep_logs(agent: Sandbox, verifier: Sandbox, log_dir: Path, run: TrialRun) -> None:
-    """``agent/`` and ``artifacts/`` from the agent's sandbox, ``verifier/`` from the verifier's, and
-    ``trial.json`` (exit statuses, reason, mode) written by the host."""
+def _keep_logs(agent: Sandbox, log_dir: Path, run: TrialRun) -> None:
+    """``agent/`` and ``artifacts/`` from the agent's sandbox (``verifier/`` was saved by
+    :func:`run_tests`), and ``trial.json`` (exit statuses, reason, mode) written by the host."""
     log_dir.mkdir(parents=True, exist_ok=True)
     status = {"kind": run.kind, "mode": run.mode, "rewards": run.rewards, "error": run.error,
               "solution_exit": None if run.agent is None else run.agent.return_code,
@@ -423,10 +517,10 @@ def _keep_logs(agent: Sandbox, verifier: Sandbox, log_dir: Path, run: TrialRun) 
               "tests_exit": None if run.tests is None else run.tests.return_code,
               "tests_timed_out": None if run.tests is None else run.tests.timed_out}
     (log_dir / "trial.json").write_text(json.dumps(status, indent=2))
-    for sandbox, src in ((agent, "/logs/agent"), (agent, ARTIFACTS_DIR), (verifier, VERIFIER_DIR)):
+    for src in ("/logs/agent", ARTIFACTS_DIR):
         try:
-            if sandbox.running:
-                sandbox.download_dir(src, log_dir / PurePosixPath(src).name, max_bytes=64 << 20)
+            if agent.running:
+                agent.download_dir(src, log_dir / PurePosixPath(src).name, max_bytes=64 << 20)
         except Exception as e:  # noqa: BLE001 - logs are best effort: a missing log never fails a verdict
             with open(log_dir / "download-error.txt", "a") as f:
                 f.write(f"{src}: {e}\n")
