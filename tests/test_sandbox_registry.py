@@ -5,7 +5,8 @@ started by the fixture, storage in a temp dir), holding images this module pushe
 the registry API (``registry_support.py``): a Debian image (the mmdebstrap base as its bottom
 layer, a gzip layer with whiteouts and an opaque dir, a zstd layer), a pinned digest, an OCI
 index with two platforms, a registry that demands a Bearer token, a mirror for Docker Hub
-short names, a proxy that serves wrong bytes, and Harbor tasks built on these images whose
+short names, a proxy that serves wrong bytes, hostile images over the layer caps (a gzip bomb,
+too many layers, a layer too large to fetch), and Harbor tasks built on these images whose
 oracle passes and whose null run fails under :func:`evokit.verify.verify_task`.
 """
 
@@ -403,6 +404,91 @@ def test_a_pulled_reference_is_reused_offline(reg, tmp_path):
         short.close()
     again = pull_image(f"{short.host}/evokit/tiny:1", root=cache)
     assert again == first
+
+
+# --- caps on what a registry image may put on disk (LayerLimits) ---
+
+@dataclass
+class Hostile:
+    """A registry of its own (no Debian base needed) holding hostile images and one plain image."""
+
+    registry: LocalRegistry
+    bomb_layer: str  # digest of the 1 MiB gzip layer that expands to 1 GiB
+    big_layer: str  # digest of a 64 KiB incompressible layer
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Hostile:
+    from test_sandbox_oci_layers import gzip_bomb
+
+    work = tmp_path_factory.mktemp("hostile-registry")
+    registry = LocalRegistry(work / "reg", work / "storage")
+    try:
+        url = registry.url
+        bomb = push_blob(url, "evokit/bomb", gzip_bomb(1024), LAYER_GZIP)
+        push_image(url, "evokit/bomb", "1", [bomb], image_config(arch=HOST_ARCH))
+        layers = [push_blob(url, "evokit/deep", gzip_bytes(layer_tar([(f"opt/{i}.txt", "file", f"{i}\n", 0o644)])),
+                            LAYER_GZIP) for i in range(129)]
+        push_image(url, "evokit/deep", "1", layers, image_config(arch=HOST_ARCH))
+        plain = push_blob(url, "evokit/plain", gzip_bytes(layer_tar([("opt/one.txt", "file", "1\n", 0o644)])),
+                          LAYER_GZIP)
+        push_image(url, "evokit/plain", "1", [plain], image_config(arch=HOST_ARCH))
+        big = push_blob(url, "evokit/big", gzip_bytes(layer_tar([("opt/noise", "file", os.urandom(64 << 10),
+                                                                    0o644)])), LAYER_GZIP)
+        push_image(url, "evokit/big", "1", [big], image_config(arch=HOST_ARCH))
+        yield Hostile(registry, bomb.digest, big.digest)
+    finally:
+        registry.close()
+
+
+def test_gzip_bomb_layer_is_refused_while_it_decompresses(hostile, tmp_path, monkeypatch):
+    """Attack: an image whose one layer is 1 MiB of gzip expanding to 1 GiB, pulled from the real
+    registry into a cache on a 256 MiB tmpfs with a 64 MiB cap. Refused with the limit error naming
+    the image and the layer, in seconds; had the whole expansion been written first, tar would have
+    hit ENOSPC instead. Nothing is left: no layer, no temp dir, no image record."""
+    import time
+
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "evokit-test-small", str(small)], check=True)
+    try:
+        monkeypatch.setenv("EVOKIT_LAYER_MAX_BYTES", str(64 << 20))
+        ref = f"{hostile.registry.host}/evokit/bomb:1"
+        t0 = time.monotonic()
+        with pytest.raises(ImageBuildError) as e:
+            pull_image(ref, root=small / "cache")
+        seconds = time.monotonic() - t0
+        msg = str(e.value)
+        assert "\n" not in msg and ref in msg and hostile.bomb_layer in msg
+        assert f"more than {64 << 20} decompressed bytes" in msg and "EVOKIT_LAYER_MAX_BYTES" in msg
+        assert seconds < 30, seconds
+        cache = small / "cache"
+        assert not list((cache / "layers").iterdir()) and not list(cache.glob("images/*.json"))
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=True)
+
+
+def test_too_many_layers_or_a_layer_too_large_is_refused_before_download(hostile, tmp_path, monkeypatch):
+    """An image of 129 layers (cap 128), and a 64 KiB layer under a 32 KiB cap, are refused from the
+    manifest: a recording proxy sees no blob request at all."""
+    proxy = TamperingProxy(hostile.registry.url, tamper_blobs=False, tamper_manifests=False)
+    try:
+        with pytest.raises(ImageBuildError, match=r"129 layers, over the cap LayerLimits.max_layers=128"):
+            pull_image(f"{proxy.host}/evokit/deep:1", root=tmp_path / "cache")
+        monkeypatch.setenv("EVOKIT_LAYER_MAX_BYTES", str(32 << 10))
+        with pytest.raises(ImageBuildError) as e:
+            pull_image(f"{proxy.host}/evokit/big:1", root=tmp_path / "cache")
+    finally:
+        proxy.close()
+    assert hostile.big_layer in str(e.value) and "refused before download" in str(e.value)
+    assert [p for p in proxy.paths if "/manifests/" in p] and not [p for p in proxy.paths if "/blobs/" in p]
+    assert not list((tmp_path / "cache").rglob("sha256/*"))
+
+
+def test_a_plain_image_still_pulls_under_the_default_caps(hostile, tmp_path):
+    """The caps do not get in the way of an ordinary image (the Debian image above pulls too)."""
+    image = pull_image(f"{hostile.registry.host}/evokit/plain:1", root=tmp_path / "cache")
+    assert image.find("/opt/one.txt").read_text() == "1\n"
 
 
 # --- whole tasks: build, oracle 1, null 0 ---

@@ -12,7 +12,12 @@ What is checked (HF_HUB_OFFLINE=1, no GPU):
    hangs — with odds 1/3, 1/3, 1/6, 1/6. Everything else is real: TRL parses the calls and runs
    the tool loop, the commands and the task's tests run in the sandbox, and the loss uses the
    model's own log-probabilities. The same run checks the bad inputs: broken JSON and a hanging
-   command come back as masked rollouts, and training carries on.
+   command are scored by the tests (reward 0, not masked, the reason in the row), and training
+   carries on.
+1b. Masking what the policy causes: two one-step runs over five tasks, each slot's behaviour
+   scripted (an invalid tool call, a hang, a completion that never ends, a hang after solving, a
+   solve). With the defaults none is masked: the first three score 0, the hang after solving scores
+   1 (the tests decide, not the hang); with every ``mask_*`` flag on, the four are masked.
 2. EL's state after that run equals EL's rule replayed on the pass rates TRL's loop observed (no
    scripted reward: the rewards are the tests'), and the lineage has advanced.
 3. A second call with more steps resumes from the last checkpoint (rows continue, not restart).
@@ -33,6 +38,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import typing
+from pathlib import Path
 
 import pytest
 
@@ -40,12 +47,12 @@ os.environ.update(HARBOR_TELEMETRY="0", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE
 
 import torch  # noqa: E402  (required: the train extra; a missing TRL must fail, not skip)
 import trl  # noqa: E402,F401  (required: a missing TRL must fail, not skip)
-from trl_support import SOLVE, SYSTEM, TINY, scripted_sampler  # noqa: E402
+from trl_support import SOLVE, SYSTEM, TINY, _call, scripted_sampler  # noqa: E402
 
 from evokit import trl_trainer as T  # noqa: E402
 from evokit.curriculum import EL, ELConfig, el_init, el_update, lineage_envs  # noqa: E402
 from evokit.plan import Plan, Step, render  # noqa: E402
-from evokit.sources import Run  # noqa: E402
+from evokit.sources import Run, TaskRef  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -103,15 +110,145 @@ def test_tiny_model_trains_through_the_sandbox_env(tiny_run):
     assert any(r["reward"] == 0.0 for r in rolls)
 
 
-def test_bad_tool_calls_and_hangs_are_masked(tiny_run):
-    """Broken tool-call JSON and a command past its timeout give masked rollouts (reward None), not a crash."""
+def test_bad_tool_calls_and_hangs_are_scored_not_masked(tiny_run):
+    """With the default config, broken tool-call JSON and a command past its timeout are the policy's
+    doing: reward 0 from the tests (not masked, no crash), the reason in the row's error."""
     rolls = rows(tiny_run["out"] / "rollouts.jsonl")
-    bad_json = [r for r in rolls if r["error"] and "invalid tool call" in r["error"]]
-    hung = [r for r in rolls if r["error"] and "timed out" in r["error"]]
+    bad_json = [r for r in rolls if "invalid tool call (not parseable JSON)" in r["policy_outcomes"]]
+    hung = [r for r in rolls if any("timed out" in o for o in r["policy_outcomes"])]
     assert bad_json and hung
-    assert all(r["masked"] and r["reward"] is None for r in bad_json + hung)
+    assert all(not r["masked"] and r["reward"] == 0.0 for r in bad_json + hung)
+    assert all("invalid tool call" in r["error"] for r in bad_json) and all("timed out" in r["error"] for r in hung)
     assert all(r["turns"][0]["timed_out"] for r in hung)
     assert all(r["n_turns"] == 0 for r in bad_json)  # the malformed call never reached the sandbox
+    assert not any(r["masked"] for r in rolls)  # nothing here is a harness fault
+
+
+# --- masking what the policy causes: each slot's behaviour scripted -------------------------------
+
+#: slot behaviour → its scripted first completion (ChatML tool calls, as trl_support writes them)
+BEHAVIOURS = {
+    "invalid": '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"\n</tool_call><|im_end|>',
+    "timeout": _call("sleep 600"),
+    "overflow": "Let me think." + " la" * 400,  # no end-of-sequence within max_completion_length (160)
+    "solved-then-timeout": _call(SOLVE + "; sleep 600"),
+    "solved": _call(SOLVE),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedSlots:
+    """Test source: slot i is always served task folder i, so each slot's scripted behaviour is known."""
+
+    paths: tuple
+    name: typing.ClassVar[str] = "fixed-slots"
+
+    def init(self, run):
+        return 0
+
+    def sample(self, state, rng, n):
+        return state + 1, [TaskRef((Path(p).name, 1, 1), Path(p)) for p in self.paths[:n]]
+
+    def update(self, state, results):
+        return state
+
+    def done(self, state):
+        return False
+
+    def summary(self, state):
+        return {"batches": state}
+
+
+def behaviour_tasks(lineage, root) -> dict:
+    """One copy of the text-list task per behaviour; its instruction ends with its own words, so the
+    scripted sampler (96 tokens of context) writes that behaviour's completion for it and no other."""
+    import shutil
+
+    out = {}
+    for i, name in enumerate(BEHAVIOURS):
+        dest = root / name
+        shutil.copytree(lineage[0], dest)
+        inst = dest / "instruction.md"
+        inst.write_text(inst.read_text().rstrip() + f"\n\nThis is rollout kind number {i} ({name}).\n")
+        out[name] = dest
+    return out
+
+
+def behaviour_sampler(tokenizer, tasks: dict) -> dict:
+    """generation_kwargs: each task's prompt → its behaviour (96 tokens of context, the whole episode's length,
+    so that behaviours sharing a long prefix never branch); after any tool answer → "Done."."""
+    def ids(msgs):
+        return tokenizer.apply_chat_template(msgs, tools=T.tool_schema(), add_generation_prompt=True, tokenize=True,
+                                             return_dict=True)["input_ids"]
+
+    first = [(ids([{"role": "system", "content": SYSTEM}, {"role": "user", "content": (d / "instruction.md").read_text()}]),
+              [(BEHAVIOURS[name], 40.0)]) for name, d in tasks.items()]
+    call = {"type": "function", "function": {"name": "bash", "arguments": {"command": "true"}}}
+    after_tool = ids([{"role": "system", "content": SYSTEM}, {"role": "user", "content": "x"},
+                      {"role": "assistant", "content": "", "tool_calls": [call]},
+                      {"role": "tool", "name": "bash", "content": ""}])
+    bias = (T.scripted_sampler(tokenizer, first, window=96)["sequence_bias"]
+            + T.scripted_sampler(tokenizer, [(after_tool, [("Done.<|im_end|>", 40.0)])], window=8)["sequence_bias"])
+    return {"sequence_bias": bias}
+
+
+@pytest.fixture(scope="module")
+def masking_runs(tmp_path_factory, tokenizer, lineage):
+    """Two one-step runs of the tiny model over the five behaviour tasks (G = 2): the default config,
+    and every mask_* flag on. Returns each run's rollout rows by behaviour."""
+    tasks = behaviour_tasks(lineage, tmp_path_factory.mktemp("behaviours"))
+    source = FixedSlots(tuple(str(p) for p in tasks.values()))
+    cfg = T.LLMTrainConfig(steps=1, generation_kwargs=behaviour_sampler(tokenizer, tasks),
+                           **{**TINY, "tasks_per_step": len(tasks), "group_size": 2, "max_completion_length": 160})
+    flags = dict(mask_timeouts=True, mask_invalid_tool_calls=True, mask_overflow=True)
+    out = {}
+    for label, run_cfg in (("default", cfg), ("masked", dataclasses.replace(cfg, **flags))):
+        folder = tmp_path_factory.mktemp(f"masking-{label}")
+        T.train_llm(T.tiny_llama(tokenizer), source, folder, run_cfg, tokenizer=tokenizer, progress=False)
+        by = {}
+        for r in rows(folder / "rollouts.jsonl"):
+            by.setdefault(r["task"][0], []).append(r)
+        out[label] = by
+    return out
+
+
+def test_masking_flags_are_off_by_default():
+    """The config's defaults mask nothing the policy causes (only harness faults are masked)."""
+    cfg = T.LLMTrainConfig()
+    assert not (cfg.mask_timeouts or cfg.mask_invalid_tool_calls or cfg.mask_overflow)
+
+
+@pytest.mark.parametrize("behaviour, reason", [("invalid", "invalid tool call"), ("timeout", "timed out"),
+                                               ("overflow", "context overflow")])
+def test_policy_outcomes_score_zero_by_default(masking_runs, behaviour, reason):
+    """Default config: an invalid tool call, a hang and a completion that never ends each give reward 0
+    from the tests, not masked, with the reason in the row (error and policy_outcomes)."""
+    group = masking_runs["default"][behaviour]
+    assert len(group) == 2
+    for r in group:
+        assert r["reward"] == 0.0 and not r["masked"], r
+        assert reason in r["error"] and any(reason in o for o in r["policy_outcomes"])
+
+
+def test_the_tests_decide_not_the_outcome(masking_runs):
+    """A hang after the work is done is not a failure in itself: the tests score it 1 (as the CPU loop
+    scores an episode that ran out of turns), and the row still records the timeout; a plain solve
+    scores 1 with no outcome recorded."""
+    for r in masking_runs["default"]["solved-then-timeout"]:
+        assert r["reward"] == 1.0 and not r["masked"] and r["policy_outcomes"] == ["command timed out after 1s"]
+        assert r["error"] == "command timed out after 1s"
+    for r in masking_runs["default"]["solved"]:
+        assert r["reward"] == 1.0 and not r["masked"] and r["policy_outcomes"] == [] and r["error"] is None
+
+
+@pytest.mark.parametrize("behaviour, reason", [("invalid", "invalid tool call"), ("timeout", "timed out"),
+                                               ("overflow", "context overflow"), ("solved-then-timeout", "timed out")])
+def test_mask_flags_mask_what_the_user_chose(masking_runs, behaviour, reason):
+    """With every mask_* flag on (the user's choice), each outcome masks its rollout: reward None,
+    masked, the reason in error; a plain solve is still scored."""
+    for r in masking_runs["masked"][behaviour]:
+        assert r["reward"] is None and r["masked"] and reason in r["error"], r
+    assert all(r["reward"] == 1.0 for r in masking_runs["masked"]["solved"])
 
 
 def test_el_state_follows_the_pass_rates_seen_in_trls_loop(tiny_run):

@@ -1,7 +1,7 @@
 """Pull OCI / Docker images with the registry HTTP API v2 (no Docker, no skopeo at run time).
 
 Why: most Terminal-Bench 2 tasks start ``FROM golang:…``, ``python:…-slim``, ``ubuntu:…``;
-the local sandbox builds them from the registry's own bytes (issue 14). This module only
+the local sandbox builds them from the registry's own bytes. This module only
 *fetches*: references → manifest → config and layer blobs, verified and stored on disk.
 Unpacking the layers is :mod:`evokit.sandbox.oci_layers`.
 
@@ -21,6 +21,11 @@ Unpacking the layers is :mod:`evokit.sandbox.oci_layers`.
   to disk (64 KiB chunks, never a whole layer in memory) and refused unless it matches its
   digest and size; a blob is published by an atomic rename, so the cache only holds
   verified bytes and a killed pull leaves only a temp file.
+* **Caps** (:class:`evokit.sandbox.oci_layers.LayerLimits`, the disk-filling class): an image
+  of more than ``max_layers`` layers, or a layer whose declared (compressed) size is over
+  ``max_bytes``, is refused from its manifest, before any blob is fetched; a blob is never
+  read past its declared size. What a layer expands to is capped while it unpacks
+  (:mod:`evokit.sandbox.oci_layers`).
 
 Errors are :class:`RegistryError`, one line naming the image, the registry, the HTTP status
 and what to do.
@@ -40,6 +45,8 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from evokit.sandbox.oci_layers import LayerLimits, env_var
 
 DOCKER_HUB = "docker.io"
 DOCKER_HUB_ENDPOINT = "https://registry-1.docker.io"
@@ -339,14 +346,33 @@ def fetch_blob(client: _Client, desc: Descriptor, blobs: Path) -> Path:
     return final
 
 
+def check_limits(layers: tuple[Descriptor, ...], limits: LayerLimits, where: str) -> None:
+    """Refuse, from the manifest alone, an image of too many layers or a layer too large to fetch.
+
+    A compressed layer cannot expand to less than about its own size (deflate and zstd add a
+    few bytes per block at worst), so one declared over ``max_bytes`` would be refused after
+    unpacking anyway: it is refused before its bytes reach the disk.
+    """
+    if len(layers) > limits.max_layers:
+        raise RegistryError(f"{where}: {len(layers)} layers, over the cap LayerLimits.max_layers="
+                            f"{limits.max_layers} (${env_var('max_layers')} raises it); refused")
+    for d in layers:
+        if d.size > limits.max_bytes:
+            raise RegistryError(f"{where}: layer {d.digest} is {d.size} bytes compressed, over the cap "
+                                f"LayerLimits.max_bytes={limits.max_bytes} (${env_var('max_bytes')} raises it); "
+                                "refused before download")
+
+
 def pull(image: str, blobs: Path, config: RegistryConfig | None = None,
-         log=lambda s: None, have=lambda desc: False) -> PulledImage:
+         log=lambda s: None, have=lambda desc: False, limits: LayerLimits | None = None) -> PulledImage:
     """Resolve ``image`` for the configured platform and fetch its config and layers into ``blobs``.
 
     Layers for which ``have(descriptor)`` is true (already unpacked, e.g. a base shared with
-    another image) are not downloaded; their entry in ``blob_paths`` is ``None``.
+    another image) are not downloaded; their entry in ``blob_paths`` is ``None``. ``limits``
+    (default :meth:`LayerLimits.from_env`) is checked against the manifest first (:func:`check_limits`).
     """
     config = config or RegistryConfig.from_env()
+    limits = limits or LayerLimits.from_env()
     ref = parse_reference(image)
     client = _Client(ref, config, image)
     doc, digest = _manifest(client, ref.ref)
@@ -362,6 +388,7 @@ def pull(image: str, blobs: Path, config: RegistryConfig | None = None,
         raise RegistryError(f"{client.where()}: image config of {cfg_desc.size} bytes is larger than "
                             f"{_MAX_MANIFEST} (refused)")
     layers = tuple(_descriptor(d, client.where()) for d in doc.get("layers") or [])
+    check_limits(layers, limits, client.where())
     log(f"pulling {ref} ({len(layers)} layers, {sum(d.size for d in layers) / 1e6:.1f} MB) from {client.base}")
     cfg_path = fetch_blob(client, cfg_desc, blobs)
     try:

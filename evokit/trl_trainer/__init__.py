@@ -20,10 +20,13 @@ checkpoints and vLLM stay TRL's (``trl`` ≥ 1.16, read from ``trl/trainer/grpo_
    takes); after each batch its groups' results go back into the source's state.
 3. **Bad input never ends a run.** A chat template that cannot do tool calls is refused at set-up
    (:func:`prepare_tokenizer`, :mod:`.models`), as is an instruction that cannot fit the context.
-   During training, a tool call that is not valid JSON, a command that hangs (killed after
-   ``command_timeout_sec``), a completion cut at ``max_completion_length`` (context overflow) or a
-   sandbox that fails make a *masked* rollout: the reward function returns ``None``, which TRL
-   excludes from the group baseline and gives advantage 0. Checkpoints (model, optimizer,
+   During training, only a harness fault (a sandbox that fails to start, a task that will not
+   load) makes a *masked* rollout: the reward function returns ``None``, which TRL excludes from
+   the group baseline and gives advantage 0. A tool call that is not valid JSON, a command that
+   hangs (killed after ``command_timeout_sec``) or a completion cut at ``max_completion_length``
+   is the policy's doing: the tests score the rollout and its row says which happened (masking
+   those, ``mask_*`` in :class:`LLMTrainConfig`, would teach the policy to cause them whenever it
+   would otherwise fail). Checkpoints (model, optimizer,
    scheduler state) are TRL's ``checkpoint-N`` folders; calling :func:`train_llm` again resumes
    from the last one (:mod:`.checkpoints`).
 4. **Rows** (``steps.jsonl``, one per update; ``rollouts.jsonl``, one per episode; :mod:`.checkpoints`)

@@ -39,11 +39,15 @@ class LLMTrainConfig:
     temperature: float = 1.0
     max_completion_length: int = 1024  # all turns of an episode: model tokens + tool outputs
     max_turns: int = 10  # tool calls per episode (TRL max_tool_calling_iterations)
-    command_timeout_sec: float = 30.0  # one bash call; then it is killed and the rollout masked
+    command_timeout_sec: float = 30.0  # one bash call; then it is killed (the tests still score the rollout)
     output_chars: int = 2000  # of each command's output the model sees (head and tail)
-    mask_timeouts: bool = True  # a hung command masks the rollout (False: it just fails)
-    mask_invalid_tool_calls: bool = True  # malformed tool-call JSON masks the rollout (False: tests decide)
-    mask_overflow: bool = True  # a completion cut at max_completion_length masks the rollout
+    # Masking what the policy causes (all off: the tests score it, as in the CPU loop). Each flag, on,
+    # leaves that outcome out of the loss, which biases training towards it: a policy learns to
+    # trigger the masked outcome whenever it would otherwise fail (survivor bias: its failures stop
+    # counting). Only harness faults are masked by default (evokit.rollout's masking policy).
+    mask_timeouts: bool = False  # on: a command past command_timeout_sec masks the rollout (teaches hanging)
+    mask_invalid_tool_calls: bool = False  # on: malformed tool-call JSON masks it (teaches emitting broken calls)
+    mask_overflow: bool = False  # on: a completion cut at max_completion_length masks it (teaches never ending)
     success: float = 1.0  # reward that counts as solved (pass rate p̂ = solved / unmasked)
     generation: str = "auto"  # "transformers" | "vllm-colocate" | "vllm-server"; auto: colocate on CUDA
     vllm_server_url: str | None = None  # with generation="vllm-server" (e.g. http://127.0.0.1:8000)

@@ -6,13 +6,20 @@ TRL appends to the user message. TRL turns every public method other than ``rese
 (read from ``trl/trainer/grpo_trainer.py``, TRL 1.16), so :class:`SandboxToolEnv` has one, ``bash``:
 the agent's only tool; everything else is private. The reward is the task's own
 ``tests/test.sh``, run only after the episode by :func:`evokit.verify.trial.verify_work` (the agent's
-processes killed, its work copied into a fresh verifier sandbox; issue 11).
+processes killed, its work copied into a fresh verifier sandbox: the reward-rewriting-daemon class).
 
-Bad input never ends a run: a tool call that is not valid JSON (TRL keeps it as text), a command
-that hangs (killed after ``command_timeout_sec``), a completion cut at ``max_completion_length``
-(context overflow; TRL also drops a tool result that would not fit) or a sandbox that fails to start
-make a *masked* rollout (tests that leave no reward for what the agent did score 0 instead): the reward function returns ``None``, which TRL excludes from the group baseline
-and gives advantage 0.
+Bad input never ends a run, and the masking policy is :mod:`evokit.rollout`'s: a rollout is
+*masked* (the reward function returns ``None``, which TRL excludes from the group baseline and
+gives advantage 0) only for a fault the harness can attribute to itself: the task folder would not
+load, its instruction cannot fit the context, the agent's sandbox failed to start, the verifier's
+sandbox failed (:class:`~evokit.verify.trial.HarnessFault`). What the *policy* causes is scored:
+a tool call that is not valid JSON (TRL keeps it as text and ends the episode), a command that
+hangs (killed after ``command_timeout_sec``), a completion cut at ``max_completion_length``
+(context overflow; TRL also drops a tool result that would not fit). The tests then score what the
+agent left, as :mod:`evokit.rollout` scores an invalid action or a full context (reward 0 unless
+the work was done anyway), and the row's ``error`` and ``policy_outcomes`` say which happened.
+Masking them (``LLMTrainConfig.mask_*``, off by default) is survivor bias: a policy learns to
+trigger the masked outcome whenever it would otherwise fail, since a masked failure costs nothing.
 
 Harbor and the sandbox are imported where used, so that the in-process task runs on a GPU machine
 that has only PyTorch and TRL.
@@ -194,7 +201,7 @@ class SandboxToolEnv:
     def _finish(self, run_tests: bool) -> tuple[dict | None, str | None]:
         """End the episode: (rewards, error). Runs the task's tests only if ``run_tests``.
 
-        The tests run as in :func:`evokit.rollout.rollout_once` (issue 11): in a fresh verifier
+        The tests run as in :func:`evokit.rollout.rollout_once`: in a fresh verifier
         sandbox holding only the agent's work unless the task says ``shared``. Tests that leave
         no reward for what the agent did (its sandbox killed, a reward path made a directory, a
         full disk...) give ``{"reward": 0.0}`` with the reason: within the agent's reach, so
@@ -245,26 +252,42 @@ def _invalid_tool_call(messages: list[dict]) -> bool:
     return bool(last) and not last.get("tool_calls") and TOOL_CALL_MARKER in str(last.get("content") or "")
 
 
+def policy_outcomes(env: SandboxToolEnv, messages: list[dict], ids, eos_ids, cfg: LLMTrainConfig
+                    ) -> list[tuple[str, str]]:
+    """(the ``LLMTrainConfig`` flag that would mask it, reason) for each outcome the policy caused.
+
+    Each is the policy's own doing, so by default none masks (module docstring): an invalid tool
+    call, a command past ``command_timeout_sec``, a completion cut at ``max_completion_length``
+    (no end-of-sequence token) or a command whose output TRL dropped because it did not fit.
+    """
+    out = []
+    if _invalid_tool_call(messages):
+        out.append(("mask_invalid_tool_calls", "invalid tool call (not parseable JSON)"))
+    if env._timed_out:
+        out.append(("mask_timeouts", f"command timed out after {cfg.command_timeout_sec:.0f}s"))
+    if not ids or ids[-1] not in eos_ids:
+        out.append(("mask_overflow", "context overflow: the completion hit max_completion_length"))
+    elif len(env._turns) > sum(m.get("role") == "tool" for m in messages):  # TRL dropped a tool result
+        out.append(("mask_overflow", "context overflow: a command's output did not fit in max_completion_length"))
+    return out
+
+
 def make_task_reward(run: RunContext) -> Callable[..., list[float | None]]:
-    """TRL reward function: the task's tests after the episode; ``None`` (masked) where the rollout failed."""
+    """TRL reward function: the task's tests after the episode; ``None`` (masked) only for a harness
+    fault, or for a policy outcome whose ``mask_*`` flag the user turned on."""
 
     def task_tests(prompts, completions, completion_ids, environments=None, **kw) -> list[float | None]:
         cfg = run.cfg
-        decisions = []
+        decisions, outcomes = [], []
         for env, msgs, ids in zip(environments, completions, completion_ids, strict=True):
             if env._ref is not None and env._ref.path is None:  # in-process task: nothing to mask
                 decisions.append(None)
+                outcomes.append([])
                 continue
-            reason = env._error
-            if reason is None and cfg.mask_invalid_tool_calls and _invalid_tool_call(msgs):
-                reason = "invalid tool call (not parseable JSON)"
-            if reason is None and cfg.mask_timeouts and env._timed_out:
-                reason = f"command timed out after {cfg.command_timeout_sec:.0f}s"
-            if reason is None and cfg.mask_overflow and (not ids or ids[-1] not in run.eos_ids):
-                reason = "context overflow: the completion hit max_completion_length"
-            if reason is None and cfg.mask_overflow and len(env._turns) > sum(m.get("role") == "tool" for m in msgs):
-                reason = "context overflow: a command's output did not fit in max_completion_length"  # TRL dropped it
-            decisions.append(reason)
+            found = policy_outcomes(env, msgs, ids, run.eos_ids, cfg)
+            masked_by = [why for flag, why in found if getattr(cfg, flag)]
+            decisions.append(env._error or (masked_by[0] if masked_by else None))
+            outcomes.append([why for _, why in found])
         results = list(run.pool.map(lambda a: a[0]._finish(run_tests=a[1] is None),
                                     zip(environments, decisions, strict=True)))
         rewards: list[float | None] = []
@@ -275,10 +298,11 @@ def make_task_reward(run: RunContext) -> Callable[..., list[float | None]]:
                 rw, err = {"reward": value}, None
             reward = None if reason or rw is None else float(rw.get("reward", min(rw.values())))
             msgs = completions[i]
+            error = reason or "; ".join([*outcomes[i], *([err] if err else [])]) or None
             run.pending.append({
                 "slot": int(kw["slot"][i]), "task": list(env._ref.key), "task_dir": str(env._ref.path or ""),
-                "reward": reward, "rewards": rw, "masked": reward is None, "error": reason or err,
-                "n_turns": len(env._turns), "turns": env._turns,
+                "reward": reward, "rewards": rw, "masked": reward is None, "error": error,
+                "policy_outcomes": outcomes[i], "n_turns": len(env._turns), "turns": env._turns,
                 "assistant_messages": sum(m.get("role") == "assistant" for m in msgs),
                 "sandbox_seconds": round(env._seconds, 4)})
             rewards.append(reward)
