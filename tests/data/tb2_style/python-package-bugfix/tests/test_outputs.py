@@ -1,23 +1,31 @@
-"""Checks for python-package-bugfix: the package's API and the shipped CLI on known and unseen data."""
+"""Checks for python-package-bugfix: the package's API and the shipped CLI on known and unseen data.
+
+The package is the agent's work, so it never runs inside the verifier: the API and the CLI run in
+subprocesses as nobody, from /tmp, with the package on their PYTHONPATH only.
+"""
 import subprocess
-import sys
+
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": "/app/src", "PYTHONDONTWRITEBYTECODE": "1"}
+API = """
 from decimal import Decimal
+from inventory import Item, total_value
+items = [Item("x", 4, Decimal("1.25")), Item("y", -1, Decimal("3")), Item("z", 0, Decimal("9"))]
+print(total_value(items), total_value(items, skip_negative=False))
+"""
 
-sys.path.insert(0, "/app/src")
 
-from inventory import Item, total_value  # noqa: E402
+def as_nobody(*argv):
+    return subprocess.run([*AS_NOBODY, *argv], capture_output=True, text=True, env=ENV, cwd="/tmp",
+                          timeout=30).stdout
 
 
 def test_cli_on_the_shipped_data():
-    out = subprocess.run(["/app/bin/inventory-cli", "/app/data/stock.csv"], capture_output=True, text=True,
-                         check=True, timeout=30).stdout
-    assert out.strip() == "117.40"
+    assert as_nobody("/app/bin/inventory-cli", "/app/data/stock.csv").strip() == "117.40"
 
 
 def test_api_unseen_data():
-    items = [Item("x", 4, Decimal("1.25")), Item("y", -1, Decimal("3")), Item("z", 0, Decimal("9"))]
-    assert total_value(items) == Decimal("5.00")
-    assert total_value(items, skip_negative=False) == Decimal("2.00")
+    assert as_nobody("python3", "-c", API).split() == ["5.00", "2.00"]
 
 
 def test_cli_unchanged():
