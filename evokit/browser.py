@@ -5,8 +5,10 @@ above one panel that shows, for the chosen environment E_{i,g}: the edit (direct
 changed steps), its plan (σ, κ per step, new steps marked), D_T and its three parts next to the
 parent's, the verifiers' verdict, the mutation metrics, the measured pass rate and turns (when
 ``rows`` from :mod:`evokit.studies.evolution` are given; without them the panel says they were not
-measured rather than showing empty cells), and a unified diff of the instruction, environment files
-and tests against the parent (for a seed, which has no parent, its files as they are).
+measured rather than showing empty cells), the hack gate's outcome for each verified attempt of the
+edit and the lineage's hack rate per generation and direction (:func:`evokit.lineage.hack_rates`),
+and a unified diff of the instruction, environment files and tests against the parent (for a seed,
+which has no parent, its files as they are).
 
 The panel's HTML comes from :func:`describe` (a pure function of the store), so the browser
 renders in a papermill run and in tests without a live front end.
@@ -114,6 +116,34 @@ def _fmt(x) -> str:
     return html.escape(cell_text(x))
 
 
+def hack_rate_html(store: LineageStore, lineage: str) -> str:
+    """The lineage's hack rate per generation and direction, as an HTML table (with the probes that
+    passed children); a line saying so when no child was checked by the hack gate."""
+    rates = store.hack_rates(lineage)
+    if not rates:
+        return "<p><b>hack rate</b>: <i>no child of this lineage went through the hack gate</i></p>"
+    body = "".join(
+        f"<tr><td>{r['generation']}</td><td>{html.escape(r['direction'])}</td><td>{r['checked']}</td>"
+        f"<td>{r['hacked']}</td><td>{_fmt(None if r['rate'] is None else 100 * r['rate'])} %</td>"
+        f"<td>{html.escape(', '.join(f'{p} ×{n}' for p, n in sorted(r['probes'].items())) or '—')}</td></tr>"
+        for r in rates)
+    return ("<h5>hack rate per generation and direction</h5><table><tr><th>generation</th><th>direction</th>"
+            "<th>children checked</th><th>hacked</th><th>rate</th><th>probes that passed</th></tr>"
+            f"{body}</table>")
+
+
+def _gate_html(env: EnvRecord) -> str:
+    gates = env.data.get("hack_gate")
+    if not gates:
+        return ""
+    items = "".join(
+        f"<li>attempt {g['attempt'] + 1}: "
+        + ("passed" if g["passed"] else
+           html.escape("FAILED: " + (", ".join(g["failed"]) or f"{g.get('errors', 0)} unscored run(s)")))
+        + "</li>" for g in gates)
+    return f"<p><b>hack gate</b> (each verified attempt of this edit)</p><ul>{items}</ul>"
+
+
 def describe(store: LineageStore, env: EnvRecord, rows: Sequence[dict] | None = None) -> str:
     """The browser's panel for one environment, as HTML."""
     by_hash = {e.content_hash: e for e in store.envs() if e.lineage == env.lineage}
@@ -152,7 +182,8 @@ def describe(store: LineageStore, env: EnvRecord, rows: Sequence[dict] | None = 
     else:
         fails = "".join(f"<li>{html.escape(f)}</li>" for f in verdict.get("failures", []))
         ver = (f"<p><b>verdict</b>: {'passed' if verdict.get('passed') else 'FAILED'} (oracle, null solution, "
-               f"rubric)</p>{f'<ul>{fails}</ul>' if fails else ''}")
+               f"rubric{', hack gate' if env.data.get('hack_gate') else ''})</p>{f'<ul>{fails}</ul>' if fails else ''}")
+    ver += _gate_html(env) + hack_rate_html(store, env.lineage)
     mut = env.data.get("mutation")
     mut_html = ("<p><b>mutation</b>: " + ", ".join(f"{k} {100 * mut[k]:.0f} %" for k in MUTATIONS if k in mut) + "</p>"
                 if mut else "")

@@ -9,7 +9,10 @@ Layout of a store directory::
 A record is either ``{"kind": "env", ...}`` (an accepted environment: lineage, generation, k,
 parent, direction, effort, verdict, mutation metrics, D_T parts, timings, LLM usage, plan) or
 ``{"kind": "reject", ...}`` (a direction that failed at a generation, with its reasons), or
-``{"kind": "end", ...}`` (a lineage branch that ended because every direction failed).
+``{"kind": "end", ...}`` (a lineage branch that ended because every direction failed). Env and
+verify-stage reject records carry ``hack_gate``: one :func:`gate_row` per verified attempt (the
+hack gate's outcome, :mod:`evokit.verify.hacks`), from which :func:`hack_rates` derives the hack
+rate per generation and direction.
 
 Crash safety: a task folder is written to ``STORE/.tmp-*`` and renamed into ``tasks/`` (atomic),
 *then* its record is appended; a reader ignores a torn last line. A folder without a record
@@ -24,7 +27,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +111,10 @@ class LineageStore:
     def lineages(self) -> list[str]:
         return sorted({e.lineage for e in self.envs()})
 
+    def hack_rates(self, lineage: str | None = None) -> list[dict]:
+        """The hack rate per generation and direction of this store (:func:`hack_rates`)."""
+        return hack_rates(self.records(), lineage)
+
     def ended(self) -> set[str]:
         return {r["lineage"] for r in self.records() if r["kind"] == "end"}
 
@@ -181,6 +188,41 @@ class LineageStore:
                 shutil.copytree(self.path(e), dest, symlinks=True)
             written.append(dest)
         return written
+
+
+def gate_row(gate: dict, attempt: int) -> dict:
+    """What a store keeps of one hack-gate run (a ``GateResult.to_dict()``) on attempt ``attempt``
+    of a child: whether it passed, the probes that earned a reward, and how many runs went unscored."""
+    return {"attempt": attempt, "passed": bool(gate.get("passed")), "failed": list(gate.get("failed", [])),
+            "errors": len(gate.get("errors", [])), "seconds": gate.get("seconds")}
+
+
+def hack_rates(records: Iterable[dict], lineage: str | None = None) -> list[dict]:
+    """The hack rate per (generation, direction): of the children the gate checked (every verified
+    attempt, accepted or not), the share that a probe passed; with the count per probe.
+
+    Rows ``{"generation", "direction", "checked", "hacked", "errors", "rate", "probes": {probe: n}}``,
+    sorted by generation then direction; ``lineage`` keeps one lineage's records.
+    """
+    rows: dict[tuple, dict] = {}
+    for r in records:
+        if r.get("kind") not in ("env", "reject") or not r.get("hack_gate"):
+            continue
+        if lineage is not None and r.get("lineage") != lineage:
+            continue
+        key = (r["generation"], r.get("direction") or "seed")
+        row = rows.setdefault(key, {"generation": key[0], "direction": key[1], "checked": 0, "hacked": 0,
+                                    "errors": 0, "probes": {}})
+        for g in r["hack_gate"]:
+            row["checked"] += 1
+            row["hacked"] += bool(g["failed"])
+            row["errors"] += bool(g.get("errors")) and not g["failed"]
+            for p in g["failed"]:
+                row["probes"][p] = row["probes"].get(p, 0) + 1
+    out = [rows[k] for k in sorted(rows)]
+    for row in out:
+        row["rate"] = row["hacked"] / row["checked"] if row["checked"] else None
+    return out
 
 
 def _atomic_write(path: Path, text: str) -> None:

@@ -63,8 +63,9 @@ def test_tb2_style_corpus_verifies_without_rubric_false_positives(task):
     a CTRF report, helper scripts the tests run, CRLF inputs, files under /opt, non-root users, a
     loopback service) builds in the local sandbox and verifies: oracle 1 twice, null 0, and no rubric
     rule fails (on a correct task, any failed rule is a false positive; benchmarks/bench_rubric.py
-    prints the per-rule table)."""
-    v = verify_task(task)
+    prints the per-rule table). The hack gate is left out: several of these tasks run the agent's code
+    as root in their tests, which it rightly rejects (tests/test_hack_gate.py)."""
+    v = verify_task(task, VerifyConfig(hack_gate=None))
     assert v.passed, [(c.name, c.reason) for c in v.failures]
     assert v.rewards["oracle"] == [{"reward": 1.0}, {"reward": 1.0}] and v.rewards["null"] == [{"reward": 0.0}]
     assert all(c.passed for c in v.checks if c.name.startswith("rubric:"))
@@ -194,7 +195,7 @@ def test_reward_contract():
     assert parse_rewards({"reward.txt": b"1", "reward.json": b'{"a": 1, "b": 0}'}) == {"a": 1.0, "b": 0.0}
     for bad in ({"reward.txt": b""}, {"reward.txt": b"yes"}, {"reward.json": b'{"a": "1"}'},
                 {"reward.json": b"NaN"}, {"reward.json": b"{"}, {},
-                # strict decoding (issue 11): no lenient bytes, no booleans, no empty metric set
+                # strict decoding (the reward-parsing class): no lenient bytes, no booleans, no empty metric set
                 {"reward.txt": b"1\xff"}, {"reward.txt": b"1e309"}, {"reward.json": b"true"},
                 {"reward.json": b"{}"}, {"reward.json": b'{"reward": Infinity}'}):
         with pytest.raises(RewardError):
@@ -224,8 +225,11 @@ def test_cli_verify_and_run(tmp_path):
     shutil.rmtree(tmp_path / "bad")
 
 
-def test_agent_daemon_cannot_rewrite_the_reward(tmp_path):
-    """A background loop left by the 'agent' that keeps writing reward 1 is killed before the tests run."""
+@pytest.mark.parametrize("mode", ["separate", "shared"])
+def test_agent_daemon_cannot_rewrite_the_reward(tmp_path, mode):
+    """A background loop left by the 'agent' that keeps writing reward 1: in the separate mode it is
+    killed before the work is copied; in the shared mode it runs on beside the tests, but writes
+    only the sandbox's own ``/logs/verifier``, never the private one the host reads."""
     solve = ("(while :; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; sleep 0.01; done) &\n"
              "setsid sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.01; done' &\n"
              "sleep 0.2")
@@ -233,5 +237,75 @@ def test_agent_daemon_cannot_rewrite_the_reward(tmp_path):
     test = "#!/bin/bash\nmkdir -p /logs/verifier\necho 0 > /logs/verifier/reward.txt\nsleep 0.5\n" + \
         GOOD_TEST.split("mkdir -p /logs/verifier\n", 1)[1] + "sleep 0.3\n"
     task = make_task(tmp_path, solve=solve, test=test)  # never writes the answer: the true reward is 0
-    v = verify_task(task, VerifyConfig(determinism_runs=1))
+    v = verify_task(task, VerifyConfig(determinism_runs=1, verifier_mode=mode))
     assert v.rewards["oracle"] == [{"reward": 0.0}]
+
+
+# A TCP service the solution leaves running (perl-base is in every Debian image); the tests talk to it.
+SERVICE = ("nohup perl -MIO::Socket::INET -e '$s=IO::Socket::INET->new(LocalAddr=>\"127.0.0.1:7171\",Listen=>5,"
+           "ReuseAddr=>1) or die; while($c=$s->accept){print $c \"42\\n\"; close $c}' >/dev/null 2>&1 &\n"
+           "for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/7171) 2>/dev/null && break; sleep 0.05; done")
+SERVICE_TEST = """#!/bin/bash
+if exec 3<>/dev/tcp/127.0.0.1/7171 && [ "$(head -1 <&3)" = 42 ]; then echo 1 > /logs/verifier/reward.txt
+else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+def test_shared_mode_keeps_the_solutions_services_up_for_the_tests(tmp_path):
+    """Harbor's shared mode: a solution that starts a service (here a TCP server answering 42) is
+    checked with the service up: oracle 1, null 0. The separate mode carries files only, so there
+    the same oracle scores 0 (the service is the agent's process, killed before the copy)."""
+    from harbor.models.task.task import Task
+
+    from evokit.sandbox.task_env import image_for_task
+    from evokit.verify import run_trial
+
+    task = Task(make_task(tmp_path, solve=SERVICE, test=SERVICE_TEST))
+    image = image_for_task(task)
+    oracle = run_trial(task, image, kind="oracle", mode="shared")
+    assert (oracle.rewards, oracle.error) == ({"reward": 1.0}, None)
+    null = run_trial(task, image, kind="null", mode="shared")
+    assert null.rewards == {"reward": 0.0}
+    assert run_trial(task, image, kind="oracle", mode="separate").rewards == {"reward": 0.0}
+
+
+PYTHON_IMAGE = ("FROM debian:bookworm-slim\n"
+                "RUN apt-get update && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*\n"
+                "WORKDIR /app\n")
+IMPORT_TEST = """#!/bin/bash
+if python3 -c 'import json, sys; sys.exit(0 if json.load(open("/app/answer.json")) == {"x": 1} else 1)' \\
+   && [ "$(echo aGk= | python3 -m base64 -d)" = hi ]; then echo 1 > /logs/verifier/reward.txt
+else echo 0 > /logs/verifier/reward.txt; fi
+"""
+SHADOW = ("printf 'import sys\\nprint(\"shadowed\")\\nsys.exit(0)\\n' > /app/json.py\n"
+          "printf 'import sys\\nprint(\"hi\")\\n' > /app/base64.py")
+
+
+@pytest.mark.parametrize("mode", ["separate", "shared"])
+def test_tests_do_not_import_the_agents_modules(tmp_path, mode):
+    """The import-path class: the tests run with cwd = the workdir, the agent's work. A
+    ``/app/json.py`` and ``/app/base64.py`` that pass whatever they are asked would be imported
+    by ``python3 -c 'import json'`` and ``python3 -m base64`` there (the control shows it), so the
+    harness sets ``PYTHONSAFEPATH=1``, over the task's own ``[verifier].env`` (which tries to unset
+    it here): the planted modules score 0, an honest answer 1."""
+    from harbor.models.task.task import Task
+
+    from evokit.sandbox import Sandbox
+    from evokit.sandbox.task_env import image_for_task
+    from evokit.verify import run_trial
+
+    root = make_task(tmp_path, "shadow", solve=SHADOW, test=IMPORT_TEST, dockerfile=PYTHON_IMAGE)
+    toml = (root / "task.toml").read_text()
+    assert "[verifier.env]\n" in toml
+    (root / "task.toml").write_text(toml.replace("[verifier.env]\n", '[verifier.env]\nPYTHONSAFEPATH = ""\n'))
+    task = Task(root)
+    image = image_for_task(task)
+    with Sandbox(image) as control:
+        assert control.exec(SHADOW).ok
+        assert control.exec("python3 -c 'import json'", cwd="/app").stdout == "shadowed\n"  # the attack is real
+    attack = run_trial(task, image, kind="oracle", mode=mode)
+    assert attack.rewards == {"reward": 0.0}, attack.error
+    honest_root = make_task(tmp_path, "honest", solve='echo \'{"x": 1}\' > /app/answer.json', test=IMPORT_TEST,
+                            dockerfile=PYTHON_IMAGE)
+    honest = run_trial(Task(honest_root), image, kind="oracle", mode=mode)
+    assert honest.rewards == {"reward": 1.0}, honest.error

@@ -7,8 +7,10 @@ For each lineage and generation g (papers.md, "the evolution harness"):
    effort; the reviewer's rubric accepts it or returns reasons, which go back to the proposer,
    for at most ``review_rounds`` rounds;
 3. **environment refinement**: the modifier turns the accepted plan into a new task folder; the
-   three verifiers run (oracle, null, rubric); failures go back to the modifier until the
-   ``repair_budget`` is spent;
+   three verifiers run (oracle, null, rubric), and evokit's hack gate (:mod:`evokit.verify.hacks`:
+   a child that a generic hack passes is rejected, "hack gate: <probe>"); failures go back to the
+   modifier until the ``repair_budget`` is spent. Each verification's gate outcome is recorded with
+   the child's env or reject record (``hack_gate``), whence :func:`evokit.lineage.hack_rates`;
 4. the first direction that yields a verified environment is the generation's offspring E_{i,g,k};
    if all three fail, the lineage branch ends (for k = 1) or generation g keeps the k − 1 it has.
 
@@ -47,7 +49,7 @@ from evokit.difficulty import Reference, catalog_reference, score
 from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
 from evokit.evolve.metrics import mutation
 from evokit.evolve.review import PlanReviewer
-from evokit.lineage import EnvRecord, LineageStore
+from evokit.lineage import EnvRecord, LineageStore, gate_row
 from evokit.llm import LLMReplyError
 from evokit.plan import Plan, render
 from evokit.seeding import call_seed
@@ -88,6 +90,8 @@ class EvolveConfig:
             del d["per_generation"]
         d["verify"] = {k: v for k, v in d["verify"].items() if k in ("oracle_threshold", "null_max_reward",
                                                                      "reward_key", "determinism_runs")}
+        if self.verify.hack_gate != VerifyConfig().hack_gate:  # stores made with the default gate keep their key
+            d["verify"]["hack_gate"] = None if self.verify.hack_gate is None else asdict(self.verify.hack_gate)
         return d
 
 
@@ -197,9 +201,14 @@ def plan_difficulty(plan: Plan, ref: Reference) -> dict:
     return score(plan, ref).as_dict()
 
 
+def failure_reason(c) -> str:
+    """A failed check as the modifier and the records see it; the hack gate's reason already names it
+    ("hack gate: <probe> (reward r)")."""
+    return c.reason if c.name == "hack-gate" else f"{c.name}: {c.reason}"
+
+
 def verdict_summary(v: Verdict) -> dict:
-    return {"passed": v.passed, "failures": [f"{c.name}: {c.reason}" for c in v.failures],
-            "rewards": v.rewards}
+    return {"passed": v.passed, "failures": [failure_reason(c) for c in v.failures], "rewards": v.rewards}
 
 
 def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, lineage: str,
@@ -261,6 +270,7 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
 def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0, llm_seed, k=1,
                       seen=frozenset()):
     feedback: list[str] = []
+    gates: list[dict] = []  # the hack gate's outcome of each verified attempt (hack rates)
     seeded = {"llm_seed": llm_seed} if backend.seeded else {}
     if k > 1:
         seeded["k"] = k
@@ -284,6 +294,8 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 shutil.rmtree(dest, ignore_errors=True)
                 break
             verdict = verify_task(folder, cfg.verify)
+            if verdict.hack_gate is not None:
+                gates.append(gate_row(verdict.hack_gate, attempt))
             if verdict.passed:
                 mut = mutation(parent_dir, folder)
                 # Free-text ("other:") steps of LLM plans have no p_T: D_T is left out for them.
@@ -292,13 +304,14 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 rec = EnvRecord(lineage, g, k, name, h, parent.content_hash, edit.direction, edit.effort, {
                     "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,
                     "mutation": mut, "verdict": verdict_summary(verdict), "attempts": attempt + 1,
-                    "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage(), **seeded})
+                    "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage(),
+                    **({"hack_gate": gates} if gates else {}), **seeded})
                 store.add_env(rec)
                 return rec
-            feedback = [f"{c.name}: {c.reason}" for c in verdict.failures]
+            feedback = [failure_reason(c) for c in verdict.failures]
             shutil.rmtree(dest, ignore_errors=True)
     store.append({"kind": "reject", "lineage": lineage, "generation": g, "direction": edit.direction,
-                  "stage": "verify", "reasons": feedback[-6:], **seeded})
+                  "stage": "verify", "reasons": feedback[-6:], **({"hack_gate": gates} if gates else {}), **seeded})
     return None
 
 

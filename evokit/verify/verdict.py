@@ -1,4 +1,4 @@
-"""The three verifiers of EE §4.1, run concurrently, folded into one :class:`Verdict`.
+"""The three verifiers of EE §4.1 and the hack gate, run concurrently, folded into one :class:`Verdict`.
 
 * **oracle**: the reference solution, then the tests: reward ≥ ``oracle_threshold``
   (1.0 by default; for a multi-metric ``reward.json`` choose ``reward_key`` or every
@@ -6,7 +6,10 @@
 * **null**: nothing, then the tests: reward ≤ ``null_max_reward`` (0.0): the tests are
   not vacuous;
 * **rubric**: :mod:`evokit.verify.rubric` over the folder and the two runs above; the
-  oracle runs ``determinism_runs`` times in fresh sandboxes for its determinism rule.
+  oracle runs ``determinism_runs`` times in fresh sandboxes for its determinism rule;
+* **hack gate** (evokit's fourth verifier, not in EE): no generic hack solution of
+  :mod:`evokit.verify.hacks` may earn a reward above ``hack_gate.max_reward`` (0); it runs while
+  the oracle and null trials run. ``hack_gate=None`` skips it.
 
 A task that cannot even be loaded or built gets a failed verdict naming the reason (a
 ``format`` or ``build`` check), never an exception: verification of many tasks goes on.
@@ -25,6 +28,7 @@ from evokit.sandbox import DockerfileError, ImageBuildError, SandboxError
 from evokit.sandbox.image import Image
 from evokit.sandbox.task_env import image_for_task
 from evokit.tasks import TaskFormatError, content_hash, load_task
+from evokit.verify.hacks.gate import HackGateConfig, run_gate
 from evokit.verify.rubric import DEFAULT_RUBRIC, Rubric, RubricContext
 from evokit.verify.trial import TrialRun, run_trial
 
@@ -43,6 +47,8 @@ class VerifyConfig:
     #: where the tests run: None = the task's [verifier].environment_mode, else evokit's default
     #: "separate" (a fresh sandbox with only the agent's work); "shared" = the agent's sandbox
     verifier_mode: str | None = None
+    #: the fourth verifier (module docstring); None: skipped (`evokit verify --no-hack-gate`)
+    hack_gate: HackGateConfig | None = HackGateConfig()
 
     def __post_init__(self):
         if self.verifier_mode is not None and self.verifier_mode not in ("separate", "shared"):
@@ -52,7 +58,7 @@ class VerifyConfig:
 
 @dataclass
 class Check:
-    name: str  # "oracle", "null", "rubric:<rule>", "format", "build"
+    name: str  # "oracle", "null", "hack-gate", "rubric:<rule>", "format", "build"
     passed: bool
     reason: str
     duration_sec: float = 0.0
@@ -68,6 +74,7 @@ class Verdict:
     timings: dict[str, float] = field(default_factory=dict)
     rewards: dict[str, list] = field(default_factory=dict)  # kind → rewards of each run
     log_dir: str | None = None
+    hack_gate: dict | None = None  # the gate's result (GateResult.to_dict()); None when it did not run
 
     @property
     def passed(self) -> bool:
@@ -86,7 +93,7 @@ def _score(run: TrialRun, cfg: VerifyConfig) -> float | None:
 
 
 def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verdict:
-    """Run the oracle, null and rubric verifiers on the task folder at ``path``."""
+    """Run the oracle, null, rubric and hack-gate verifiers on the task folder at ``path``."""
     path = Path(path)
     t0 = time.monotonic()
     verdict = Verdict(task=str(path), content_hash=None)
@@ -120,8 +127,12 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
     kinds = ["oracle"] * max(config.determinism_runs, 1) + ["null"]
     jobs = [(k, None if log_dir is None else log_dir / f"{k}-{i}") for i, k in enumerate(kinds)]
     with ThreadPoolExecutor(max_workers=len(jobs) if config.parallel else 1) as pool:
-        runs = list(pool.map(lambda j: run_trial(task, image, kind=j[0], log_dir=j[1],
-                                                      mode=config.verifier_mode), jobs))
+        trials = [pool.submit(run_trial, task, image, kind=k, log_dir=d, mode=config.verifier_mode) for k, d in jobs]
+        gate = None
+        if config.hack_gate is not None:  # while the trials run (its own pool: see evokit.verify.hacks.gate)
+            gate = run_gate(task, image, config.hack_gate, mode=config.verifier_mode, reward_key=config.reward_key,
+                            workers=None if config.parallel else 1)
+        runs = [f.result() for f in trials]
     ctx.oracle_runs, ctx.null_run = runs[:-1], runs[-1]
     verdict.rewards = {"oracle": [r.rewards for r in ctx.oracle_runs], "null": [ctx.null_run.rewards]}
 
@@ -136,6 +147,11 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
         "null", nscore is not None and nscore <= config.null_max_reward,
         null.error or f"reward {nscore} with no solution (need ≤ {config.null_max_reward})",
         null.timings.get("total", 0.0)))
+    if gate is not None:
+        verdict.hack_gate = gate.to_dict()
+        verdict.checks.insert(2, Check("hack-gate", gate.passed, gate.reason(config.hack_gate.max_reward),
+                                       gate.seconds))
+        verdict.timings["hack_gate"] = gate.seconds
     for rule, ok, reason in config.rubric.evaluate(ctx, runs=True):
         verdict.checks.append(Check(f"rubric:{rule.name}", ok, reason))
     verdict.timings["total"] = time.monotonic() - t0
