@@ -3,11 +3,14 @@
 Manners: a user's mistake (a missing path, a bad option, a foreign task without ``--model``, a
 malformed task) prints one line, ``evokit: error: <what is wrong>; <what to do>``, and exits 2,
 without a traceback; ``evokit --debug CMD ...`` shows the traceback. Failures that are not the
-user's (a bug) print one line too and exit 1; ``--debug`` shows them in full.
+user's (a bug) print one line too and exit 1; ``--debug`` shows them in full. Jobs run in parallel
+that all failed with the same user-facing error (an LLM endpoint that timed out) report that error.
+Ctrl-C stops any command within seconds, with one line saying how to resume, and exits 130.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -88,9 +91,16 @@ def verify(
     rubric: Annotated[list[Path] | None, typer.Option(help="TOML file of extra pattern rules")] = None,
     log_dir: Annotated[Path | None, typer.Option(help="keep each trial's /logs here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print verdicts as JSON lines")] = False,
+    no_hack_gate: Annotated[bool, typer.Option("--no-hack-gate", help="skip the hack gate (generic hack "
+                                                                       "solutions must earn reward 0)")] = False,
+    hacker_model: Annotated[str | None, typer.Option(help="also run an LLM told to pass the tests without "
+                                                          "doing the task (the hack gate's LLM hacker)")] = None,
+    hacker_api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of --hacker-model")] = None,
+    hacker_turns: Annotated[int, typer.Option(help="model responses per LLM-hacker attempt")] = 10,
 ) -> None:
-    """Run the oracle, null-solution and rubric verifiers; exit 1 if any task fails."""
+    """Run the oracle, null-solution, rubric and hack-gate verifiers; exit 1 if any task fails."""
     from evokit.verify import VerifyConfig, rubric_from, verify_many
+    from evokit.verify.hacks import HackGateConfig, LLMHackerConfig
 
     for r in rubric or []:
         if not r.is_file():
@@ -99,7 +109,14 @@ def verify(
         extra = rubric_from(rubric or [])
     except (ValueError, OSError) as e:
         raise UserError(str(e)) from e
-    cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=extra, log_root=log_dir)
+    if no_hack_gate and hacker_model:
+        raise UserError("--hacker-model runs inside the hack gate: leave out --no-hack-gate")
+    try:
+        hacker = LLMHackerConfig(hacker_model, hacker_api_base, max_turns=hacker_turns) if hacker_model else None
+    except ValueError as e:
+        raise UserError(f"{e} (option --hacker-turns)") from e
+    cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=extra, log_root=log_dir,
+                       hack_gate=None if no_hack_gate else HackGateConfig(llm=hacker))
     tasks = _task_dirs(paths)
     verdicts = verify_many(tasks, cfg, workers=workers, progress=len(tasks) > 1 and not as_json)
     errors = sum(any(c.name in {"format", "build"} for c in v.failures) for v in verdicts)
@@ -111,15 +128,18 @@ def verify(
         print(summary, file=sys.stderr)
     else:
         table = Table(title="evokit verify")
-        for col in ("task", "oracle", "null", "rubric", "time (s)", "verdict"):
+        for col in ("task", "oracle", "null", "rubric", "hack gate", "time (s)", "verdict"):
             table.add_column(col)
         for v in verdicts:
             by = {c.name: c for c in v.checks}
             rubric_fail = [c.name.removeprefix("rubric:") for c in v.checks
                            if c.name.startswith("rubric:") and not c.passed]
             cell = lambda c: "-" if c is None else ("[green]pass" if c.passed else "[red]FAIL")  # noqa: E731
+            gate = by.get("hack-gate")
+            gate_cell = "-" if gate is None else "[green]pass" if gate.passed else "[red]" + escape(
+                ", ".join(v.hack_gate["failed"]) or "error")
             table.add_row(Path(v.task).name, cell(by.get("oracle")), cell(by.get("null")),
-                          "[green]pass" if not rubric_fail else "[red]" + ", ".join(rubric_fail),
+                          "[green]pass" if not rubric_fail else "[red]" + ", ".join(rubric_fail), gate_cell,
                           f"{v.timings.get('total', 0):.2f}", "[green]PASS" if v.passed else "[red]FAIL")
         console.print(table)
         for v in verdicts:
@@ -152,12 +172,30 @@ def run(
     raise typer.Exit(0 if result.rewards is not None else 1)
 
 
-def _client(model: str | None, api_base: str | None):
+# Options of every command that calls an LLM; each also reads an environment variable, so a
+# machine's endpoint settings can live in the environment (a shell profile, a job script).
+LLMTimeout = Annotated[float, typer.Option(
+    "--llm-timeout", envvar="EVOKIT_LLM_TIMEOUT",
+    help="seconds an LLM request may take before it is abandoned (and retried)")]
+LLMRetries = Annotated[int, typer.Option(
+    "--llm-retries", envvar="EVOKIT_LLM_RETRIES",
+    help="more attempts after an LLM request times out or fails to connect (or gets HTTP 429/5xx)")]
+LLMConcurrency = Annotated[int, typer.Option(
+    "--llm-concurrency", envvar="EVOKIT_LLM_CONCURRENCY",
+    help="LLM requests in flight at once (0: no cap); 1 suits a one-slot local server")]
+
+
+def _client(model: str | None, api_base: str | None, timeout: float = 120.0, retries: int = 1,
+            concurrency: int = 0):
     from evokit.llm import LLMClient
 
     if model is None:
         return None
-    return LLMClient(model=model, api_base=api_base, backend="openai" if api_base else "litellm")
+    try:
+        return LLMClient(model=model, api_base=api_base, backend="openai" if api_base else "litellm",
+                         timeout=timeout, max_retries=retries, concurrency=concurrency or None)
+    except ValueError as e:
+        raise UserError(f"{e} (options --llm-timeout, --llm-retries, --llm-concurrency)") from e
 
 
 @app.command()
@@ -167,12 +205,15 @@ def difficulty(
     reference: Annotated[str, typer.Option(help="catalog | empirical (over the given tasks) | llm")] = "catalog",
     model: Annotated[str | None, typer.Option(help="LLM for foreign tasks' plans / the llm reference")] = None,
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")] = None,
+    llm_timeout: LLMTimeout = 120.0,
+    llm_retries: LLMRetries = 1,
+    llm_concurrency: LLMConcurrency = 0,
 ) -> None:
     """D_T of each task and its decomposition into length, scenario and skill terms (EE §3)."""
     from evokit import difficulty as dt
     from evokit.extract import extract
 
-    client = _client(model, api_base)
+    client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency)
     tasks = _task_dirs(paths)
     plans = [extract(t, client) for t in tasks]
     if reference == "catalog":
@@ -210,6 +251,7 @@ def seeds(
     """Write N verified seed tasks (2–5 steps), balanced over scenario domains, spanning D_T."""
     from evokit.seeds import make_seeds
 
+    _INTERRUPT["resume"] = out
     rows = make_seeds(n, seed, out, workers=workers)
     console.print(f"{len(rows)} verified seeds in {out} (index: {out / 'seeds.jsonl'})")
 
@@ -229,6 +271,9 @@ def evolve(
     executor: Annotated[str, typer.Option(help="local | ray")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (with --executor ray)")] = None,
     limit: Annotated[int | None, typer.Option(help="use only the first N seeds")] = None,
+    llm_timeout: LLMTimeout = 120.0,
+    llm_retries: LLMRetries = 1,
+    llm_concurrency: LLMConcurrency = 0,
 ) -> None:
     """Evolve one lineage per seed; kill it any time and run the same command again to resume."""
     from evokit.evolve import EvolveConfig, procedural_backend
@@ -244,7 +289,7 @@ def evolve(
     if backend == "llm":
         from evokit.evolve.llm_roles import llm_backend
 
-        client = _client(model, api_base)
+        client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency)
         if client is None:
             raise UserError("--backend llm needs --model (and --api-base for a local server: start one with "
                             "`evokit serve-llm`)")
@@ -260,6 +305,7 @@ def evolve(
         chosen = procedural_backend()
     else:
         raise typer.BadParameter("must be procedural or llm", param_hint="--backend")
+    _INTERRUPT["resume"] = out
     store = run_evolution(seed_dirs, out, cfg, backend=chosen, workers=workers,
                           executor=make_executor(executor, workers, ray_address))
     envs = store.envs()
@@ -276,6 +322,9 @@ def extract(
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. from `evokit serve-llm`")] = None,
     write: Annotated[bool, typer.Option("--write", help="record the plan in each task.toml's [metadata.evokit]")] = False,
     seed: Annotated[int, typer.Option(help="seed sent with the LLM calls")] = 0,
+    llm_timeout: LLMTimeout = 120.0,
+    llm_retries: LLMRetries = 1,
+    llm_concurrency: LLMConcurrency = 0,
 ) -> None:
     """Recover each task's plan ξ_E (exact for evokit tasks, through the LLM otherwise) and print it.
 
@@ -289,7 +338,7 @@ def extract(
     from evokit.extract import plan_of
     from evokit.tasks import EvokitMetadata, read_metadata, write_metadata
 
-    client = _client(model, api_base)
+    client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency)
     for t in _task_dirs(paths):
         exact = plan_of(t)
         if exact is None and client is None:
@@ -369,6 +418,9 @@ def rollout(
     workers: Annotated[int, typer.Option(help="rollouts at once")] = 2,
     seed: Annotated[int, typer.Option(help="random seed (per-request seeds are drawn from it)")] = 0,
     out: Annotated[Path | None, typer.Option(help="append the rollouts as JSON rows here (see `evokit export-traces`)")] = None,
+    llm_timeout: LLMTimeout = 120.0,
+    llm_retries: LLMRetries = 1,
+    llm_concurrency: LLMConcurrency = 0,
 ) -> None:
     """Run G rollouts of the LLM agent (evokit.agents.LLMAgent) on a task; print rewards, turns and tokens."""
     from evokit.agents import PROTOCOLS, LLMAgent
@@ -383,7 +435,7 @@ def rollout(
         raise UserError("-n, --max-turns and --workers must be at least 1")
     (task_dir,) = _task_dirs([path])[:1]
     task = load_task(task_dir)
-    agent = LLMAgent(_client(model, api_base), max_turns=max_turns, max_tokens=max_tokens, tool_mode=tool_mode,
+    agent = LLMAgent(_client(model, api_base, llm_timeout, llm_retries, llm_concurrency), max_turns=max_turns, max_tokens=max_tokens, tool_mode=tool_mode,
                      temperature=temperature)
     rollouts = rollout_group(agent, task, group_size=n, workers=min(workers, n), max_turns=max_turns, seed=seed)
     if out is not None:
@@ -597,7 +649,7 @@ def sandbox_clean() -> None:
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean the user's input is wrong (not a bug in evokit)."""
     from evokit.evolve.harness import ForeignSeedError
-    from evokit.llm import LLMError
+    from evokit.llm import LLMError, LLMReplyError
     from evokit.local_llm import LocalModelUnavailable
     from evokit.plan import PlanError
     from evokit.sandbox import DockerfileError
@@ -605,11 +657,49 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     from evokit.traces import TraceRowError
 
     return (UserError, PlanError, TaskFormatError, ForeignSeedError, DockerfileError, LocalModelUnavailable,
-            LLMError, TraceRowError, FileNotFoundError, NotADirectoryError, FileExistsError)
+            LLMError, LLMReplyError, TraceRowError, FileNotFoundError, NotADirectoryError, FileExistsError)
+
+
+#: Ctrl-C: whether the one line was printed, and the store a rerun resumes from (set by the
+#: resumable commands before they start work).
+_INTERRUPT: dict = {"told": itertools.count(), "resume": None}
+#: After a Ctrl-C the process is gone within this many seconds, whatever still runs.
+EXIT_DEADLINE_S = 3.5
+
+
+def _say_interrupted() -> None:
+    """Print the Ctrl-C line once (from whichever thread gets here first)."""
+    if next(_INTERRUPT["told"]) == 0:  # atomic: exactly one caller draws 0
+        where = _INTERRUPT["resume"]
+        line = (f"evokit: interrupted; rerun the same command to resume from {where}" if where is not None
+                else "evokit: interrupted; this command keeps no progress: rerun it to start over")
+        print(line, file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI with its error manners (module docstring); returns the exit status."""
+    """Run the CLI with its error manners (module docstring); returns the exit status.
+
+    Ctrl-C stops any command within seconds (:class:`evokit.parallel.CtrlC`): queued parallel jobs
+    are dropped, running ones and their sandboxes stopped; it prints one line saying how to resume
+    and exits 130. What was written before stays (the stores are append-only and resumable).
+    Python's own handler would only raise KeyboardInterrupt in the main thread, where a thread pool
+    waits for every queued job, and Typer turns that into a silent exit 130.
+    """
+    from evokit.parallel import CtrlC
+
+    _INTERRUPT.update(told=itertools.count(), resume=None)
+    with CtrlC(EXIT_DEADLINE_S, _say_interrupted) as ctrl_c:
+        try:
+            code = _main(argv)
+        except KeyboardInterrupt:  # outside the command (Typer reports one inside as exit 130)
+            code = 130
+    if ctrl_c.pressed:
+        _say_interrupted()
+        return 130
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv[: next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))]
     try:
@@ -629,16 +719,17 @@ def main(argv: list[str] | None = None) -> int:
         cmd = e.ctx.command_path if getattr(e, "ctx", None) is not None else "evokit"
         print(f"evokit: error: {' '.join(e.format_message().split()).rstrip('.')}; see `{cmd} --help`", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("evokit: interrupted", file=sys.stderr)
-        return 130
     except Exception as e:
         if debug:
             raise
-        first = " ".join(str(e).split()) or type(e).__name__
+        from evokit.parallel import ParallelError
+
+        if isinstance(e, ParallelError):  # jobs that all failed the same user-facing way: that error
+            e = e.common_error(_user_errors()) or e
         if isinstance(e, _user_errors()):
-            print(f"evokit: error: {first}", file=sys.stderr)
+            print(f"evokit: error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
             return 2
+        first = e.summary if isinstance(e, ParallelError) else " ".join(str(e).split()) or type(e).__name__
         print(f"evokit: internal error: {type(e).__name__}: {first} (rerun with `evokit --debug ...` for the "
               "traceback)", file=sys.stderr)
         return 1

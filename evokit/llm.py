@@ -8,6 +8,17 @@ so token and call counts are recorded in one place (:attr:`LLMClient.usage`).
   GPU machines; llama.cpp's server on CPU, as the tests do);
 * ``backend="litellm"`` routes ``model`` (e.g. ``anthropic/claude-…``) through litellm.
 
+**Timeouts, retries, concurrency** (:class:`LLMClient` fields; ``--llm-timeout``,
+``--llm-retries``, ``--llm-concurrency`` on the CLI): ``timeout`` bounds each attempt; a request
+that times out is abandoned by closing its HTTP connection, which is how an OpenAI-compatible
+server learns to stop (vLLM aborts the request; ``evokit serve-llm``'s llama.cpp server stops
+generating, see :mod:`evokit.local_llm`). ``max_retries`` more attempts follow a timeout, a
+connection error or an HTTP 408/409/429/5xx (the ``openai`` client's retry rule, with its
+back-off; litellm's ``num_retries``), so a call waits at most about ``(max_retries + 1) ×
+timeout``. ``concurrency`` caps the requests in flight from one client across threads (e.g.
+lineages evolved at once): a server with one slot queues the others, and a queued request would
+spend its timeout waiting; waiting for a slot here does not count against it.
+
 :meth:`LLMClient.chat_json` is the contract for structured replies: parse JSON (tolerating a
 fenced block), validate it with the caller's function, and on failure send the validation
 error back and retry, raising :class:`LLMReplyError` with every error once the retry budget
@@ -23,6 +34,7 @@ as far as the endpoint is. :class:`ChatReply` and :class:`LLMReplyError` say whi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -41,7 +53,8 @@ LABELS = [chr(c) for c in range(ord("A"), ord("Z") + 1)] + [chr(c) for c in rang
 
 
 class LLMError(RuntimeError):
-    """The endpoint failed (down, timed out, HTTP error); the message names the endpoint."""
+    """The endpoint failed (down, timed out, HTTP error, a reply that is not a completion); the
+    message, one line, names the endpoint and the model."""
 
 
 class LLMReplyError(ValueError):
@@ -49,9 +62,17 @@ class LLMReplyError(ValueError):
     the seed each attempt was sent with (None where unseeded)."""
 
     def __init__(self, what: str, errors: list[str], replies: list[str], seeds: list[int | None] | None = None):
-        self.errors, self.replies, self.seeds = errors, replies, seeds or [None] * len(errors)
+        self.what, self.errors, self.replies, self.seeds = what, errors, replies, seeds or [None] * len(errors)
         shown = "; ".join(f"attempt {i + 1}: {e}" for i, e in enumerate(errors))
         super().__init__(f"{what}: no valid reply after {len(errors)} attempt(s): {shown}")
+
+    def __reduce__(self):  # travels back from a process or Ray worker whole
+        return type(self), (self.what, self.errors, self.replies, self.seeds)
+
+
+#: The longest piece of an endpoint's own error text kept in an :class:`LLMError` (an HTTP error
+#: can carry a whole HTML page or request body).
+ERROR_DETAIL_CHARS = 300
 
 
 def prompt(name: str, **values: str) -> str:
@@ -98,17 +119,37 @@ class LLMClient:
     api_base: str | None = None
     api_key: str | None = None
     backend: str = "openai"  # "openai" (any OpenAI-compatible server) or "litellm"
-    timeout: float = 120.0
+    timeout: float = 120.0  # seconds per attempt (module docstring)
     temperature: float = 0.2
     max_tokens: int = 1024
+    max_retries: int = 1  # attempts after the first on a timeout, connection or 408/409/429/5xx error
+    concurrency: int | None = None  # requests in flight at once from this client; None: no cap
     usage: Usage = field(default_factory=Usage)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self):
         if self.backend not in {"openai", "litellm"}:
             raise ValueError(f"backend must be 'openai' or 'litellm', not {self.backend!r}")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, not {self.timeout!r}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be 0 or more, not {self.max_retries}")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1 (or None: no cap), not {self.concurrency}")
         self._client = None
         self._litellm_seed: bool | None = None
+        self._slots = threading.BoundedSemaphore(self.concurrency) if self.concurrency else contextlib.nullcontext()
+
+    def __getstate__(self) -> dict:
+        """Pickled (to a process or Ray worker) without its connection pool and locks, rebuilt there;
+        ``concurrency`` then caps each worker process's requests."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_client", "_lock", "_slots")}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._client, self._lock = None, threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.concurrency) if self.concurrency else contextlib.nullcontext()
 
     def _sends_seed(self) -> bool:
         """Whether a ``seed`` goes to the endpoint: always for OpenAI-compatible servers; through litellm
@@ -130,8 +171,11 @@ class LLMClient:
         if self._client is None and self.backend == "openai":
             from openai import OpenAI
 
-            self._client = OpenAI(base_url=self.api_base, timeout=self.timeout, max_retries=1,
-                                  api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed")
+            with self._lock:  # one connection pool, whichever thread asks first
+                if self._client is not None:
+                    return self._client
+                self._client = OpenAI(base_url=self.api_base, timeout=self.timeout, max_retries=self.max_retries,
+                                      api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed")
         return self._client
 
     def _count(self, usage) -> None:
@@ -141,11 +185,20 @@ class LLMClient:
                 self.usage.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
                 self.usage.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
 
-    def _fail(self, e: Exception) -> LLMError:
+    def _fail(self, e: Exception, reply: Any = None) -> LLMError:
+        """The one-line :class:`LLMError` for a failed call (``reply``: what came back, if anything did)."""
         with self._lock:
             self.usage.failed_calls += 1
-        return LLMError(f"LLM endpoint {self.api_base or self.backend} ({self.model}) failed: "
-                        f"{type(e).__name__}: {e}")
+        where = f"LLM endpoint {self.api_base or self.backend} ({self.model})"
+        if _timed_out(e):
+            return LLMError(f"{where} did not answer within the timeout of {self.timeout:g} s "
+                            f"({self.max_retries + 1} attempt(s); a slow model or a busy server needs a "
+                            "longer timeout, e.g. --llm-timeout)")
+        if isinstance(e, json.JSONDecodeError):
+            return LLMError(f"{where} answered with a body that is not JSON ({e.msg} at char {e.pos})")
+        if reply is not None:
+            return LLMError(f"{where} answered with something that is not an OpenAI completion: {_clip(repr(reply))}")
+        return LLMError(f"{where} failed: {type(e).__name__}: {_clip(str(e))}")
 
     def chat(self, messages: list[dict], *, json_schema: dict | None = None, seed: int | None = None, **kw) -> str:
         """One chat completion's text; ``json_schema`` asks the server to constrain the reply (where supported)."""
@@ -172,19 +225,23 @@ class LLMClient:
         if json_schema is not None:
             args["response_format"] = {"type": "json_object", "schema": json_schema}
         try:
-            if self.backend == "litellm":
-                import litellm
+            with self._slots:
+                if self.backend == "litellm":
+                    import litellm
 
-                resp = litellm.completion(api_base=self.api_base, api_key=self.api_key, timeout=self.timeout, **args)
-            else:
-                resp = self.client.chat.completions.create(**args)
+                    resp = litellm.completion(api_base=self.api_base, api_key=self.api_key, timeout=self.timeout,
+                                              num_retries=self.max_retries, **args)
+                else:
+                    resp = self.client.chat.completions.create(**args)
         except Exception as e:
             raise self._fail(e) from e
-        self._count(resp.usage)
-        choice = resp.choices[0]
-        calls = [ToolCall(getattr(c, "id", None) or f"call_{i}", c.function.name or "", c.function.arguments)
-                 for i, c in enumerate(choice.message.tool_calls or [])]
-        usage = resp.usage
+        try:
+            choice, usage = resp.choices[0], resp.usage
+            calls = [ToolCall(getattr(c, "id", None) or f"call_{i}", c.function.name or "", c.function.arguments)
+                     for i, c in enumerate(choice.message.tool_calls or [])]
+        except Exception as e:  # an answer, but no chat completion (no choices, no message)
+            raise self._fail(e, resp) from e
+        self._count(usage)
         return ChatReply(content=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason,
                          prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                          completion_tokens=getattr(usage, "completion_tokens", 0) or 0, seed=sent)
@@ -229,12 +286,16 @@ class LLMClient:
         listing = "\n".join(f"{LABELS[i]}) {o}" for i, o in enumerate(options))
         text = f"{question}\n{listing}\nAnswer with one letter.\nAnswer:"
         try:
-            resp = self.client.completions.create(model=self.model, prompt=text, max_tokens=1, temperature=0,
-                                                  logprobs=min(len(options) + 20, 60))
+            with self._slots:
+                resp = self.client.completions.create(model=self.model, prompt=text, max_tokens=1, temperature=0,
+                                                      logprobs=min(len(options) + 20, 60))
         except Exception as e:
             raise self._fail(e) from e
-        self._count(resp.usage)
-        top = (resp.choices[0].logprobs.top_logprobs or [{}])[0] or {}
+        try:
+            top, usage = (resp.choices[0].logprobs.top_logprobs or [{}])[0] or {}, resp.usage
+        except Exception as e:  # an answer, but no completion with logprobs
+            raise self._fail(e, resp) from e
+        self._count(usage)
         best: dict[str, float] = {}
         for tok, lp in top.items():
             label = tok.strip()
@@ -243,6 +304,22 @@ class LLMClient:
         floor = (min(best.values()) if best else 0.0) - 1.0
         scores = np.array([best.get(LABELS[i], floor) for i in range(len(options))])
         return scores - np.logaddexp.reduce(scores)
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= ERROR_DETAIL_CHARS else text[:ERROR_DETAIL_CHARS] + "…"
+
+
+def _timed_out(e: BaseException) -> bool:
+    """Whether ``e`` (or what caused it) is a request timeout: the ``openai`` client's
+    APITimeoutError, httpx's, or litellm's ``Timeout`` (all named so; no import needed)."""
+    seen = 0
+    while e is not None and seen < 8:
+        if "Timeout" in type(e).__name__ or isinstance(e, TimeoutError):
+            return True
+        e, seen = e.__cause__ or e.__context__, seen + 1
+    return False
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)

@@ -8,6 +8,12 @@ per job) all reduce to ``executor.map(fn, items, progress=...)``:
   worker process died (SIGKILL, the OOM killer, a Ray worker crash), is reported as a
   :class:`JobFailure` naming its index and item, raised together in one :class:`ParallelError`
   (``errors="raise"``, the default) or left in its slot of the result (``errors="return"``);
+* **Ctrl-C stops everything within seconds** (:func:`interrupt`): queued jobs never start,
+  running ones are interrupted (threads: a :class:`JobInterrupted` raised into each; processes and
+  Ray workers: stopped), and every sandbox and build step this process holds is killed through
+  its cgroup, which releases a job thread blocked on a sandbox's subprocess. The interrupted
+  jobs record nothing more, so whatever they wrote before stays and a resumed run (``evolve``,
+  ``seeds``) redoes only the unfinished work. The KeyboardInterrupt then reaches the caller;
 * **progress**: ``progress`` is a ``tqdm`` bar (``update()`` is called) or any callable taking no
   argument; it is called once per finished item, failed ones included, in the calling thread.
   A job may also tick a live ``tqdm`` bar it captured (``evolve`` ticks once per generation):
@@ -27,7 +33,11 @@ Ray on a laptop or CI VM, offline (checked on 2 cores with ray 2.60):
   functions from scripts and test modules (not only installed packages) import in the workers;
 * workers inherit the environment of the process that started the instance, so set variables such
   as ``HARBOR_TELEMETRY=0`` before creating the executor (on a cluster: in the cluster's setup);
-* a new local instance takes 5–10 s to start on 2 cores; :meth:`RayExecutor.close` shuts down
+* Ray starts its processes with SIGINT blocked, so a terminal's Ctrl-C reaches only the driver:
+  on KeyboardInterrupt the map force-cancels its running tasks (killing their workers) and then
+  removes the sandboxes those workers held (:func:`evokit.sandbox.stale.clean`: their leases are
+  free once the workers are dead);
+* a new local instance takes 5–10 s to start on 2 cores (40 s measured on a loaded one); :meth:`RayExecutor.close` shuts down
   an instance that the executor started itself (Ray also does it at exit). Temp files go to
   ``/tmp/ray`` unless ``temp_dir`` is given; Ray 2.60 turns token authentication on and writes
   its token to ``~/.ray/auth_token`` on first start (harmless locally; a cluster needs its token).
@@ -35,21 +45,25 @@ Ray on a laptop or CI VM, offline (checked on 2 cores with ray 2.60):
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import ctypes
 import io
 import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
+import queue
 import reprlib
 import signal
 import sys
 import threading
+import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 Progress = Callable[[], Any] | Any  # a callable taking no argument, or anything with .update()
@@ -57,21 +71,36 @@ Progress = Callable[[], Any] | Any  # a callable taking no argument, or anything
 _item_repr = reprlib.Repr(maxstring=120, maxother=120)
 
 
+#: How long an interrupted map waits for its jobs to unwind (their sandboxes are already killed).
+INTERRUPT_GRACE_S = 2.0
+
+
 @dataclass
 class JobFailure:
-    """One job that did not return: which item, what went wrong, and the worker's traceback."""
+    """One job that did not return: which item, what went wrong, and the worker's traceback.
+
+    ``exception`` is the exception itself where it could travel back (always for threads; from a
+    process or Ray worker when it pickles), so that a caller can tell a user's mistake (a bad
+    endpoint, a malformed task) from a bug; None for a worker that died.
+    """
 
     index: int
     item: Any
     error: str  # "ValueError: message" or "worker died: ..."
     traceback: str = ""
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
 
     def __str__(self) -> str:
         return f"job {self.index} (item {_item_repr.repr(self.item)}): {self.error}"
 
 
 class ParallelError(RuntimeError):
-    """Some jobs failed; ``failures`` names each, ``results`` holds the others' results in order."""
+    """Some jobs failed; ``failures`` names each, ``results`` holds the others' results in order.
+
+    ``str()`` holds every failure and the first one's traceback (for logs and ``--debug``);
+    :attr:`summary` is one line without tracebacks, and :meth:`common_error` the error every job
+    failed with, when they all failed the same way.
+    """
 
     def __init__(self, failures: list[JobFailure], results: list):
         self.failures, self.results = failures, results
@@ -79,6 +108,23 @@ class ParallelError(RuntimeError):
         if failures[0].traceback:
             lines += [f"traceback of job {failures[0].index}:", failures[0].traceback.rstrip()]
         super().__init__("\n".join(lines))
+
+    @property
+    def summary(self) -> str:
+        """One line: how many failed and the first failure (its message's first line)."""
+        first = self.failures[0]
+        message = (first.error.strip().splitlines() or [""])[0]
+        more = f" (and {len(self.failures) - 1} more)" if len(self.failures) > 1 else ""
+        return (f"{len(self.failures)} of {len(self.results)} jobs failed; job {first.index} "
+                f"(item {_item_repr.repr(first.item)}): {message}{more}")
+
+    def common_error(self, classes: tuple[type[BaseException], ...]) -> BaseException | None:
+        """The first job's exception when every failed job raised one of the same class, that
+        class being one of ``classes`` (e.g. the CLI's user-facing errors); else None."""
+        errors = [f.exception for f in self.failures]
+        if any(e is None for e in errors) or len({type(e) for e in errors}) != 1:
+            return None
+        return errors[0] if isinstance(errors[0], classes) else None
 
 
 class Executor(Protocol):
@@ -95,12 +141,20 @@ def _ticker(progress: Progress) -> Callable[[], Any]:
     return update if callable(update) else progress
 
 
+def _portable(e: BaseException) -> BaseException | None:
+    """``e`` if it survives pickling (to travel from a worker to the caller), else None."""
+    try:
+        return pickle.loads(pickle.dumps(e))
+    except Exception:
+        return None
+
+
 def _run(fn: Callable, item: Any) -> tuple[bool, Any]:
-    """Call ``fn(item)`` in a worker: ``(True, result)`` or ``(False, (error, traceback))``."""
+    """Call ``fn(item)`` in a worker: ``(True, result)`` or ``(False, (error, traceback, exception))``."""
     try:
         return True, fn(item)
     except Exception as e:
-        return False, (f"{type(e).__name__}: {e}", traceback.format_exc())
+        return False, (f"{type(e).__name__}: {e}", traceback.format_exc(), _portable(e))
 
 
 def _finish(results: list, failures: list[JobFailure], errors: str, cause: BaseException | None = None) -> list:
@@ -125,18 +179,239 @@ def _death(exitcode: int | None) -> str:
     return f"worker process exited with code {exitcode} before returning a result"
 
 
+# ------------------------------------------------------------------------------------ interrupts
+class JobInterrupted(KeyboardInterrupt):
+    """Raised into a job's thread by :func:`interrupt`: the run was stopped (Ctrl-C)."""
+
+
+def _raise_in(thread_id: int, exc: type[BaseException]) -> None:
+    """Raise ``exc`` in another thread of this process the next time it runs Python code.
+
+    A thread blocked in a system call (a sandbox's ``waitpid``) raises it once the call returns,
+    which :func:`interrupt` brings about by killing the sandbox. Only a KeyboardInterrupt is ever
+    raised this way, so ``except Exception`` clauses on the way let it through: an interrupted job
+    unwinds through its ``finally`` blocks (which stop its sandboxes) and records nothing more.
+    """
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(exc))
+
+
+class _Run:
+    """One thread map in progress: its stop flag and the threads now inside one of its jobs."""
+
+    def __init__(self):
+        self.stop = threading.Event()
+        self._lock = threading.Lock()
+        self._in_job: set[int] = set()
+
+    @contextlib.contextmanager
+    def job(self) -> Iterator[None]:
+        ident = threading.get_ident()
+        with self._lock:
+            self._in_job.add(ident)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_job.discard(ident)
+
+    def cancel(self) -> None:
+        """No job starts any more; each running one gets :class:`JobInterrupted` (once)."""
+        self.stop.set()
+        with self._lock:
+            running, self._in_job = self._in_job, set()
+        for ident in running:
+            _raise_in(ident, JobInterrupted)
+
+
+_RUNS: set[_Run] = set()
+_RUNS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _registered(run: _Run) -> Iterator[_Run]:
+    with _RUNS_LOCK:
+        _RUNS.add(run)
+    try:
+        yield run
+    finally:
+        with _RUNS_LOCK:
+            _RUNS.discard(run)
+
+
+def interrupt() -> int:
+    """Stop this process's parallel work now; returns how many sandbox cgroups were killed.
+
+    What Ctrl-C does (the executors call it on KeyboardInterrupt, ``evokit``'s SIGINT handler from a
+    thread of its own; calling it twice is harmless): every thread map in progress starts no
+    further job and raises :class:`JobInterrupted` into its running jobs, then every sandbox and
+    build step this process holds is killed through its cgroup (leases of this pid,
+    :func:`evokit.sandbox.stale.leases_of`). Killing the processes is what releases a job blocked
+    in a sandbox's subprocess: each sandbox runs in a session of its own, so the terminal's SIGINT
+    never reaches it. The job's own ``Sandbox.stop`` (thread-safe) then removes the state.
+    Process and Ray workers are stopped by their map, which sees the KeyboardInterrupt itself.
+    """
+    with _RUNS_LOCK:
+        runs = list(_RUNS)
+    for run in runs:
+        run.cancel()
+    return kill_own_sandboxes()
+
+
+def kill_own_sandboxes() -> int:
+    """SIGKILL every process of every sandbox and build step this process holds (not their state).
+
+    Returns how many cgroups had processes. Through the cgroups named in this process's leases:
+    a sandbox's commands run in sessions of their own, and would survive a process-group signal.
+    """
+    try:
+        from evokit.sandbox import stale
+
+        leases = stale.leases_of(os.getpid())
+    except Exception:  # no sandbox support here (or no run dir): nothing of ours to kill
+        return 0
+    groups = [Path(d) for e in leases for d in e.cgroup_dirs if Path(d).name == f"evokit-{e.id}"]
+    killed = 0
+    for d in groups:
+        killed += _kill_cgroup(d)
+    return killed
+
+
+def _cgroup_pids(d: Path) -> list[int]:
+    try:
+        return [int(p) for p in (d / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _kill_cgroup(d: Path, timeout: float = 1.0) -> int:
+    """SIGKILL the members of one cgroup (``cgroup.kill`` on v2, else each pid until none is left)."""
+    if not _cgroup_pids(d):
+        return 0
+    try:
+        (d / "cgroup.kill").write_text("1")
+        return 1
+    except OSError:
+        pass
+    deadline = time.monotonic() + timeout
+    while (pids := _cgroup_pids(d)) and time.monotonic() < deadline:  # a forking member needs rounds
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+    return 1
+
+
+def _clean_stale_sandboxes() -> None:
+    """Remove the sandboxes of workers just killed (their leases are free now; live ones are never touched)."""
+    try:
+        from evokit.sandbox import stale
+
+        stale.clean()
+    except Exception:  # best effort: the next sandbox start cleans up too (stale.clean_once)
+        pass
+
+
+class CtrlC:
+    """Ctrl-C for a command-line process: stop the work at once, be gone by a deadline.
+
+    ``with CtrlC(deadline_s, on_exit) as ctrl_c:`` in the main thread (``evokit``'s ``main``):
+
+    * SIGINT's handler raises KeyboardInterrupt in the main thread, so the command unwinds (the
+      executors stop their maps, :func:`interrupt`); it also marks :attr:`pressed`;
+    * the signal also reaches a watcher thread, through :func:`signal.set_wakeup_fd` (written by
+      the C-level handler at once), so stopping starts even while the main thread sits in a C call
+      that a Python handler must wait for (Ray's start-up waits so for seconds): the watcher runs
+      :func:`interrupt` (in a thread of its own), and if the process still lives ``deadline_s``
+      after the press, say a job is stuck in an LLM request or Ray is slow to shut down, it calls
+      ``on_exit()`` (the one line) and ``os._exit(130)``. A second Ctrl-C does that at once;
+    * leaving the block without a Ctrl-C puts the previous handler and wakeup fd back. After one,
+      both stay: the process is on its way out, and the deadline must hold through its shutdown.
+
+    A command that installs a SIGINT handler of its own (``serve-llm``) is left alone: the
+    watcher acts only while the handler is this one. Outside the main thread it does nothing.
+    """
+
+    def __init__(self, deadline_s: float, on_exit: Callable[[], Any] = lambda: None):
+        self.deadline_s, self.on_exit = deadline_s, on_exit
+        self.pressed_at: float | None = None  # set by the watcher
+        self.raised = False  # set by the handler
+        self._active = False
+
+    @property
+    def pressed(self) -> bool:
+        return self.raised or self.pressed_at is not None
+
+    def _handler(self, signum, frame) -> None:
+        self.raised = True
+        raise KeyboardInterrupt
+
+    def __enter__(self) -> CtrlC:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._w, False)  # the C-level handler never blocks on it
+        self._old_fd = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
+        self._old_handler = signal.signal(signal.SIGINT, self._handler)
+        self._active = True
+        threading.Thread(target=self._watch, name="evokit-ctrl-c", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if not self._active or self.pressed:
+            return
+        if signal.getsignal(signal.SIGINT) == self._handler:
+            signal.signal(signal.SIGINT, self._old_handler)
+        signal.set_wakeup_fd(self._old_fd)
+        os.close(self._w)  # the watcher reads EOF and ends
+        self._active = False
+
+    def _watch(self) -> None:
+        import select
+
+        try:
+            while True:
+                timeout = (None if self.pressed_at is None
+                           else max(0.0, self.pressed_at + self.deadline_s - time.monotonic()))
+                if not select.select([self._r], [], [], timeout)[0]:
+                    break  # the deadline passed
+                data = os.read(self._r, 64)
+                if not data:
+                    return  # the block ended without a Ctrl-C
+                if signal.SIGINT not in data or signal.getsignal(signal.SIGINT) != self._handler:
+                    continue
+                if self.pressed_at is not None:
+                    break  # a second Ctrl-C: out now
+                self.pressed_at = time.monotonic()
+                threading.Thread(target=interrupt, name="evokit-interrupt", daemon=True).start()
+        finally:
+            if self.pressed_at is None:
+                os.close(self._r)
+        with contextlib.suppress(Exception):
+            self.on_exit()
+            sys.stderr.flush()
+        os._exit(130)
+
+
 class LocalExecutor:
     """A pool on this machine: threads (default) or processes.
 
     * ``kind="thread"``: evokit's jobs mostly wait on sandbox subprocesses (bubblewrap trials,
       image builds), which release the GIL, so threads give full parallelism at no start-up cost,
-      share caches, and accept any callable (closures, lambdas, bound methods).
+      share caches, and accept any callable (closures, lambdas, bound methods). The threads are
+      daemons, each taking the next job from a shared queue: an interrupted map returns (raises)
+      after at most :data:`INTERRUPT_GRACE_S` even if a job is still blocked (say on an LLM
+      request), and the process can exit without waiting for it (``concurrent.futures`` joins its
+      workers at exit, which would make Ctrl-C wait for every queued job).
     * ``kind="process"``: for Python-heavy work (plan search, difficulty scoring, small learners)
       that the GIL would serialise. Each map starts ``workers`` processes from a forkserver (no
       fork of a threaded parent) and feeds them one job at a time, so a job that kills its process
       (SIGKILL, the OOM killer) fails alone and is named, a new process replaces it, and the others
       go on. Function and items are pickled: use a top-level function (a ``functools.partial`` of
       one is fine), never a closure or lambda; each map pays the workers' start and imports (~1 s).
+      Workers ignore SIGINT (the terminal sends it to the whole process group): on Ctrl-C the
+      parent kills the busy ones and removes the sandboxes they held.
     """
 
     def __init__(self, workers: int = 2, kind: str = "thread"):
@@ -168,23 +443,57 @@ class LocalExecutor:
 
     def _map_threads(self, fn, items, tick, errors) -> list:
         results: list = [None] * len(items)
-        failures, first = [], None
-        with ThreadPoolExecutor(max_workers=self.workers) as pool:
-            futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    i = futures[fut]
-                    e = fut.exception()
-                    if e is None:
-                        results[i] = fut.result()
+        failures: list[JobFailure] = []
+        first: BaseException | None = None
+        run = _Run()
+        todo = collections.deque(enumerate(items))
+        finished: queue.SimpleQueue = queue.SimpleQueue()  # (index, ok, result or exception)
+
+        def work() -> None:
+            try:
+                while not run.stop.is_set():
+                    try:
+                        i, item = todo.popleft()
+                    except IndexError:
+                        return
+                    with run.job():
+                        try:
+                            out = (i, True, fn(item))
+                        except BaseException as e:  # noqa: BLE001 - a KeyboardInterrupt is re-raised by the map
+                            out = (i, False, e)
+                    finished.put(out)
+            except BaseException as e:  # noqa: BLE001 - JobInterrupted landing between two jobs
+                finished.put((None, False, e))
+
+        threads = [threading.Thread(target=work, name=f"evokit-job-{k}", daemon=True)
+                   for k in range(min(self.workers, len(items)))]
+        with _registered(run):
+            try:
+                for t in threads:
+                    t.start()
+                left = len(items)
+                while left:
+                    i, ok, out = finished.get()
+                    if not ok and isinstance(out, KeyboardInterrupt):  # a job was interrupted: so is the map
+                        raise out
+                    if ok:
+                        results[i] = out
                     else:
-                        tb = "".join(traceback.format_exception(e))
-                        results[i] = JobFailure(i, items[i], f"{type(e).__name__}: {e}", tb)
+                        tb = "".join(traceback.format_exception(out))
+                        results[i] = JobFailure(i, items[i], f"{type(out).__name__}: {out}", tb, out)
                         failures.append(results[i])
-                        first = first or e
+                        first = first or out
+                    left -= 1
                     tick()
+            except KeyboardInterrupt:
+                interrupt()
+                deadline = time.monotonic() + INTERRUPT_GRACE_S
+                for t in threads:
+                    t.join(max(0.0, deadline - time.monotonic()))
+                raise
+            except BaseException:
+                run.cancel()
+                raise
         return _finish(results, failures, errors, first)
 
     def _map_processes(self, fn, items, tick, errors) -> list:
@@ -226,11 +535,16 @@ class LocalExecutor:
                     if worker is not None:
                         idle.append(worker)
                     tick()
+        except KeyboardInterrupt:
+            interrupt()  # this process's own sandboxes, and thread maps of other threads
+            raise
         finally:
             for _, worker in running.values():  # interrupted: stop the busy ones
                 worker.process.kill()
             for worker in idle + [w for _, w in running.values()]:
                 worker.stop()
+            if running:  # the killed workers' sandboxes: their leases are free now
+                _clean_stale_sandboxes()
         return _finish(results, failures, errors)
 
 
@@ -259,6 +573,9 @@ class _Worker:
 
 
 def _worker_loop(conn) -> None:
+    # The terminal's Ctrl-C reaches the whole process group; the parent decides what stops (it
+    # kills busy workers), so a worker never dies of it mid-job with a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     last, fn = None, None
     while True:
         try:
@@ -448,9 +765,17 @@ class RayExecutor:
                         results[i] = JobFailure(i, items[i], *payload)
                         failures.append(results[i])
                     tick()
+        except KeyboardInterrupt:
+            interrupt()  # this process's own sandboxes, and thread maps of other threads
+            raise
         finally:
-            for ref in running:  # only when interrupted: stop what is still running
-                ray.cancel(ref, force=True)
+            if running:  # only when interrupted: stop what is still running
+                for ref in running:
+                    ray.cancel(ref, force=True)
+                # The killed workers' sandboxes (state with a free lease now) on this machine.
+                with contextlib.suppress(Exception):
+                    ray.wait(list(running), num_returns=len(running), timeout=INTERRUPT_GRACE_S)
+                _clean_stale_sandboxes()
             if relay:
                 try:
                     drain()

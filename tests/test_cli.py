@@ -323,3 +323,171 @@ def test_a_killed_serve_llm_leaves_no_server_behind():
             return
         time.sleep(0.3)
     pytest.fail(f"the server at {api_base} outlived its SIGKILLed `evokit serve-llm`")
+
+
+# ------------------------------------------------------------------------ Ctrl-C and LLM endpoints
+def _timeless(records) -> list[str]:
+    """A store's records without what depends on the clock (durations, token counts), sorted."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in ("seconds", "usage", "timings")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return sorted(json.dumps(strip(r), sort_keys=True) for r in records)
+
+
+def test_ctrl_c_stops_evolve_within_seconds_and_a_rerun_gives_the_uninterrupted_store(tmp_path):
+    """A real SIGINT to the process group of a running `evokit evolve` (procedural, 4 seeds × 6
+    generations, about half a minute uninterrupted): it exits 130 within 5 s of the signal, prints
+    one line saying how to resume, no traceback; the rows written before stay; the same command
+    again completes the run, and its store holds the records of an uninterrupted run."""
+    import os
+    import signal
+
+    from evokit.seeds import make_seeds
+
+    make_seeds(4, 0, tmp_path / "seeds", progress=False)
+    args = ["evolve", "--seeds", str(tmp_path / "seeds"), "--generations", "6"]
+    store = tmp_path / "store"
+    proc = subprocess.Popen([sys.executable, "-m", "evokit.cli", *args, "--out", str(store)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        index, deadline = store / "index.jsonl", time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:  # a few generations in
+            if index.exists() and len(index.read_text().splitlines()) >= 8:
+                break
+            time.sleep(0.1)
+        before = index.read_text().splitlines()
+        sent = time.monotonic()
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        out, err = proc.communicate(timeout=60)
+        latency = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    assert latency < 5, f"exited {latency:.1f} s after Ctrl-C"
+    said = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("evokit:")]
+    assert said == [f"evokit: interrupted; rerun the same command to resume from {store}"], err[-2000:]
+    assert "Traceback" not in err + out
+    kept = index.read_text().splitlines()
+    assert kept[: len(before)] == before  # nothing written before the signal was lost
+    again = evokit(*args, "--out", str(store), timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert len(LineageStore(store).envs()) > len([r for r in kept if '"kind": "env"' in r])  # it was mid-run
+    whole = evokit(*args, "--out", str(tmp_path / "whole"), timeout=600)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    assert _timeless(LineageStore(store).records()) == _timeless(LineageStore(tmp_path / "whole").records())
+    assert LineageStore(store).check() == []
+
+
+class StalledEndpoint:
+    """A real HTTP server on 127.0.0.1 that answers every POST after ``delay`` seconds with ``body``
+    (200, application/json), noting for each request how long it held it and whether the client
+    closed the connection first (a client that gives up must close it: that is how a server learns
+    to stop working on the request)."""
+
+    def __init__(self, delay: float, body: bytes = b""):
+        self.delay, self.body, self.requests = delay, body, []
+
+    def __enter__(self) -> StalledEndpoint:
+        import select
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        ep = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                start = time.monotonic()
+                closed = False
+                if ep.delay:  # readable before the deadline = the client closed its end
+                    closed = bool(select.select([self.connection], [], [], ep.delay)[0])
+                ep.requests.append({"start": start, "held": time.monotonic() - start, "client_closed": closed})
+                if not closed:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(ep.body)))
+                    self.end_headers()
+                    self.wfile.write(ep.body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture(scope="module")
+def evokit_seeds(tmp_path_factory) -> Path:
+    from evokit.seeds import make_seeds
+
+    out = tmp_path_factory.mktemp("seeds")
+    make_seeds(2, 0, out, progress=False)
+    return out
+
+
+def test_an_llm_endpoint_that_times_out_is_one_line_exit_2(tmp_path, evokit_seeds):
+    """`evokit evolve --backend llm --llm-timeout 2` against a real endpoint that never answers in
+    time: exit 2, one line naming the timeout, no traceback (not an internal error carrying the
+    parallel executor's traceback), within 10 s of the first request; every abandoned request's
+    connection was closed by the client after about 2 s."""
+    with StalledEndpoint(delay=60) as ep:
+        out = evokit("evolve", "--seeds", str(evokit_seeds), "--out", str(tmp_path / "store"), "--backend", "llm",
+                     "--model", "m", "--api-base", ep.api_base, "--generations", "2", "--llm-timeout", "2")
+        ended = time.monotonic()
+    assert out.returncode == 2, out.stderr[-2000:]
+    said = [line for line in out.stderr.replace("\r", "\n").splitlines() if line.startswith("evokit:")]
+    assert len(said) == 1 and said[0].startswith("evokit: error: LLM endpoint"), out.stderr[-2000:]
+    assert "within the timeout of 2 s" in said[0] and "2 attempt(s)" in said[0] and len(said[0]) < 400
+    assert "Traceback" not in out.stderr
+    assert ended - min(r["start"] for r in ep.requests) < 10
+    assert len(ep.requests) == 4  # two lineages, each one request and one retry
+    assert all(r["client_closed"] and 1.9 < r["held"] < 4 for r in ep.requests), ep.requests
+
+
+def test_llm_flags_are_checked_and_read_from_the_environment(tmp_path, evokit_seeds):
+    """A bad --llm-timeout is a one-line user error; EVOKIT_LLM_TIMEOUT sets it without the flag."""
+    import os
+
+    out = evokit("evolve", "--seeds", str(evokit_seeds), "--out", str(tmp_path / "s"), "--backend", "llm",
+                 "--model", "m", "--api-base", "http://127.0.0.1:9/v1", "--llm-timeout", "0")
+    assert out.returncode == 2 and out.stderr.strip().splitlines()[-1].startswith("evokit: error: timeout must be")
+    with StalledEndpoint(delay=60) as ep:
+        env = {**os.environ, "EVOKIT_LLM_TIMEOUT": "1", "EVOKIT_LLM_RETRIES": "0"}
+        out = subprocess.run([sys.executable, "-m", "evokit.cli", "extract", str(CORPUS / "log-rotate-fix"),
+                              "--model", "m", "--api-base", ep.api_base], capture_output=True, text=True,
+                             timeout=120, cwd=ROOT, env=env)
+    assert out.returncode == 2 and "within the timeout of 1 s (1 attempt(s)" in out.stderr, out.stderr[-2000:]
+    assert len(ep.requests) == 1 and ep.requests[0]["client_closed"]
+
+
+def test_an_llm_endpoint_answering_garbage_is_one_line_exit_2(tmp_path, evokit_seeds):
+    """An endpoint whose HTTP body is not JSON: exit 2, one line saying so, no traceback. A model whose
+    replies are not JSON (a valid completion) is no endpoint failure: no child, reasons on record, exit 0."""
+    with StalledEndpoint(delay=0, body=b"<html>502 Bad Gateway</html>") as ep:
+        out = evokit("evolve", "--seeds", str(evokit_seeds), "--out", str(tmp_path / "store"), "--backend", "llm",
+                     "--model", "m", "--api-base", ep.api_base, "--generations", "1")
+    said = [line for line in out.stderr.replace("\r", "\n").splitlines() if line.startswith("evokit:")]
+    assert out.returncode == 2 and len(said) == 1 and "a body that is not JSON" in said[0], out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    with ScriptedEndpoint(["this is not JSON at all"] * 100) as ep:
+        code = cli.main(["evolve", "--seeds", str(evokit_seeds), "--limit", "1", "--out", str(tmp_path / "s2"),
+                         "--backend", "llm", "--model", "m", "--api-base", ep.api_base, "--generations", "1",
+                         "--workers", "1"])
+    records = list(LineageStore(tmp_path / "s2").records())
+    assert code == 0 and [r["kind"] for r in records].count("env") == 1  # the seed only: no child
+    assert {r["stage"] for r in records if r["kind"] == "reject"} == {"plan"}
+    assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]

@@ -7,17 +7,21 @@ sandbox, and a whole evolution run whose store must come out identical to the lo
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from tqdm import tqdm
 
+from evokit.llm import LLMError, LLMReplyError
 from evokit.parallel import JobFailure, LocalExecutor, ParallelError, RayExecutor, make_executor
+from evokit.sandbox import stale
 
 # evokit.evolve, .seeds and .verify are imported inside the tests that use them: every worker
 # process (kind="process", Ray) imports this module to find its jobs, and should do so quickly.
@@ -42,6 +46,31 @@ def kill_on_five(x: int) -> int:
     if x == 5:
         os.kill(os.getpid(), signal.SIGKILL)
     return x * x
+
+
+def endpoint_down(x: int) -> int:
+    raise LLMError(f"LLM endpoint http://127.0.0.1:9/v1 (m) failed: connection refused (job {x})")
+
+
+def endpoint_down_or_bug(x: int) -> int:
+    if x == 1:
+        raise ValueError("a bug")
+    return endpoint_down(x)
+
+
+def never_valid(x: int) -> int:
+    raise LLMReplyError("plan", [f"not JSON ({x})"], ["{"], [x])
+
+
+def sleep_in_sandbox(i: int, image, marks: Path) -> int:
+    """A job blocked in a real sandbox for a minute; marks say how far it got and in which process."""
+    from evokit.sandbox import Sandbox
+
+    with Sandbox(image) as sandbox:
+        (marks / f"running-{i}").write_text(str(os.getpid()))
+        sandbox.exec("sleep 60")
+        (marks / f"after-{i}").touch()  # an interrupted job must never get here
+    return i
 
 
 def verify_summary(path: Path) -> tuple:
@@ -140,12 +169,15 @@ def test_ray_verifies_a_task_like_the_local_pool(ray_executor):
 
 
 def _records(store) -> list[str]:
-    rows = []
-    for row in store.records():
-        for timing in ("seconds", "usage", "timings"):
-            row.pop(timing, None)
-        rows.append(json.dumps(row, sort_keys=True))
-    return sorted(rows)
+    """A store's records without what depends on the clock (durations at any depth, usage), sorted."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in ("seconds", "usage", "timings")}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    return sorted(json.dumps(strip(row), sort_keys=True) for row in store.records())
 
 
 def test_evolve_through_ray_gives_the_local_store(ray_executor, tmp_path):
@@ -167,3 +199,70 @@ def test_evolve_through_ray_gives_the_local_store(ray_executor, tmp_path):
     ray_executor.map(lambda s: [bar.update() for _ in range(cfg.generations)], seeds)
     assert bar.n == len(seeds) * cfg.generations
     bar.close()
+
+
+@pytest.mark.parametrize("kind", [*LOCAL_KINDS, "ray"])
+def test_every_job_failing_the_same_user_facing_way_is_that_error(kind, request):
+    """ParallelError.common_error gives the one error every job raised (the CLI prints it as one line,
+    exit 2), also when it travelled back from a process or Ray worker; mixed failures give None."""
+    ex = request.getfixturevalue("ray_executor") if kind == "ray" else LocalExecutor(2, kind)
+    with pytest.raises(ParallelError) as info:
+        ex.map(endpoint_down, range(3))
+    common = info.value.common_error((LLMError, LLMReplyError))
+    assert isinstance(common, LLMError) and "(job 0)" in str(common)
+    assert info.value.common_error((KeyError,)) is None  # not among the classes asked for
+    assert "\n" not in info.value.summary and "Traceback" not in info.value.summary
+    assert info.value.summary.startswith("3 of 3 jobs failed; job 0 (item 0): LLMError: LLM endpoint")
+    with pytest.raises(ParallelError) as info:
+        ex.map(endpoint_down_or_bug, range(3))
+    assert info.value.common_error((LLMError, ValueError)) is None
+    with pytest.raises(ParallelError) as info:  # an error with several arguments travels whole
+        ex.map(never_valid, [4, 5])
+    common = info.value.common_error((LLMReplyError,))
+    assert isinstance(common, LLMReplyError) and common.seeds == [4] and common.errors == ["not JSON (4)"]
+
+
+def _press_ctrl_c_when_running(marks: Path, n: int, pressed: list) -> threading.Thread:
+    """Once ``n`` jobs are inside their sandboxes, SIGINT to the main thread (as a terminal's Ctrl-C)."""
+    def press():
+        deadline = time.monotonic() + 120
+        while len(list(marks.glob("running-*"))) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pressed.append(time.monotonic())
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    thread = threading.Thread(target=press, daemon=True)
+    thread.start()
+    return thread
+
+
+def _assert_stopped(marks: Path, pressed: list, stopped: float, owners: set[int]) -> None:
+    assert pressed, "the jobs never got into their sandboxes"
+    assert stopped - pressed[0] < 5, f"the map took {stopped - pressed[0]:.1f} s to stop"
+    assert sorted(p.name for p in marks.glob("running-*")) == ["running-0", "running-1"]  # the rest never began
+    assert not list(marks.glob("after-*"))  # the interrupted jobs ran no further
+    owners |= {int(p.read_text()) for p in marks.glob("running-*")}
+    left = [e for e in stale.scan() if e.pid in owners]
+    assert not left, f"sandboxes of the interrupted jobs left behind: {left}"
+
+
+@pytest.mark.parametrize("kind", LOCAL_KINDS)
+def test_ctrl_c_stops_a_local_map_blocked_in_sandboxes(kind, base_image, tmp_path):
+    """Ctrl-C while two jobs sit in real sandboxes (``sleep 60``) and four wait: the map raises
+    KeyboardInterrupt within seconds, no queued job starts, the running jobs go no further, and
+    their sandboxes are gone (no lease of theirs left, live or stale)."""
+    pressed: list = []
+    _press_ctrl_c_when_running(tmp_path, 2, pressed)
+    with pytest.raises(KeyboardInterrupt):
+        LocalExecutor(2, kind).map(functools.partial(sleep_in_sandbox, image=base_image, marks=tmp_path), range(6))
+    _assert_stopped(tmp_path, pressed, time.monotonic(), {os.getpid()})
+
+
+def test_ctrl_c_stops_ray_jobs_and_their_sandboxes(ray_executor, base_image, tmp_path):
+    """Ctrl-C while two Ray tasks sit in real sandboxes: the map raises KeyboardInterrupt within
+    seconds, the queued tasks never start, and the workers' sandboxes are stopped and cleaned."""
+    pressed: list = []
+    _press_ctrl_c_when_running(tmp_path, 2, pressed)
+    with pytest.raises(KeyboardInterrupt):
+        ray_executor.map(functools.partial(sleep_in_sandbox, image=base_image, marks=tmp_path), range(6))
+    _assert_stopped(tmp_path, pressed, time.monotonic(), set())
