@@ -82,8 +82,10 @@ def main() -> None:
                              "target": "<= 1"}
 
     # 2. full verification of a cached task, separate vs shared verifier (interleaved, so that
-    # load from other processes on the host hits both alike)
-    cfgs = {m: VerifyConfig(verifier_mode=m) for m in ("separate", "shared")}
+    # load from other processes on the host hits both alike). The hack gate is off: it is measured
+    # against verify on its own (benchmarks/bench_hack_gate.py), and in shared mode its probes win
+    # where that mode's documented weakness lets them (the tests run on the agent's filesystem).
+    cfgs = {m: VerifyConfig(verifier_mode=m, hack_gate=None) for m in ("separate", "shared")}
     verdicts, xs = [], {m: [] for m in cfgs}
     for cfg in cfgs.values():  # warm-up
         verify_task(args.task, cfg)
@@ -102,7 +104,7 @@ def main() -> None:
     m = max(3, args.n // 6)
     ours = median_ms(lambda: [run_trial(task, image, kind=k) for k in ("oracle", "null")], m)
     # What `evokit verify` does with the same two trials: run them concurrently.
-    two = VerifyConfig(determinism_runs=1)
+    two = VerifyConfig(determinism_runs=1, hack_gate=None)  # the same two trials as Harbor runs
     ours_parallel = median_ms(lambda: verify_task(args.task, two), m)
     our_rewards = [run_trial(task, image, kind=k).reward() for k in ("oracle", "null")]
     with tempfile.TemporaryDirectory() as tmp:
