@@ -227,8 +227,9 @@ def test_class4_reward_daemon_in_a_rollout(tasks, user):
 @pytest.mark.parametrize("user", ["root", NOBODY])
 def test_class4_reward_daemon_under_harbors_trial(tmp_path, user):
     """Through Harbor's ``Trial`` on ``BubblewrapEnvironment`` (shared mode, Harbor's default): the
-    'oracle' solution starts the daemon and never writes the answer. The environment kills it when
-    Harbor's verifier begins, so Harbor reads 0."""
+    'oracle' solution starts the daemon and never writes the answer. The daemon keeps running while
+    Harbor's verifier runs (shared mode keeps the agent's processes, as Harbor does), but the tests
+    write their reward in the verifier's private mount, which no agent process can see: Harbor reads 0."""
     from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
     from harbor.trial.trial import Trial
 
@@ -249,8 +250,9 @@ def test_class4_reward_daemon_under_harbors_trial(tmp_path, user):
 
 
 # ---------------------------------------------------------------- class 5: self-masking
-KILL_ANCHOR = ("for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = sleep ] && kill -9 ${p#/proc/}; done; "
-               "sleep 1")
+# pid 1 is the harness's anchor: it ignores signals from inside, so the agent also kills every
+# other process it can reach (helpers the tests may need) before it gives up.
+KILL_ANCHOR = "kill -9 1; kill -STOP 1; kill -9 -1; sleep 1"
 SABOTAGE = {
     "reward-path-is-a-dir": "mkdir -p /logs/verifier/reward.txt /logs/verifier/reward.json",
     "anchor-killed": KILL_ANCHOR,
@@ -262,8 +264,9 @@ SABOTAGE = {
 @pytest.mark.parametrize("sabotage", sorted(SABOTAGE))
 @pytest.mark.parametrize("which", ["example", "procedural"])
 def test_class5_self_masking(tasks, which, sabotage, mode):
-    """Sabotage that used to turn the rollout into ``masked=True`` (left out of the loss) scores 0,
-    with the verifier in a fresh sandbox or in the agent's own."""
+    """Sabotage of the agent's own sandbox (a reward path made a directory, the anchor and every other
+    process signalled, tools the tests need deleted) scores 0, never ``masked=True`` (left out of the
+    loss), with the verifier in a fresh sandbox or in the agent's own."""
     task, image = tasks[which]
     assert_zero(attack(task, image, (SABOTAGE[sabotage], None), mode=mode))
 
