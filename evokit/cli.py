@@ -10,6 +10,7 @@ Ctrl-C stops any command within seconds, with one line saying how to resume, and
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import os
@@ -271,6 +272,8 @@ def evolve(
     executor: Annotated[str, typer.Option(help="local | ray")] = "local",
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster address (with --executor ray)")] = None,
     limit: Annotated[int | None, typer.Option(help="use only the first N seeds")] = None,
+    no_hack_gate: Annotated[bool, typer.Option("--no-hack-gate", help="verify children without the hack gate "
+                                               "(oracle, null and rubric only; a store keeps its choice)")] = False,
     llm_timeout: LLMTimeout = 120.0,
     llm_retries: LLMRetries = 1,
     llm_concurrency: LLMConcurrency = 0,
@@ -285,6 +288,8 @@ def evolve(
         cfg = EvolveConfig(generations=generations, effort=effort, direction=direction, seed=seed)
     except ValueError as e:
         raise UserError(f"{e} (options --effort, --direction)") from e
+    if no_hack_gate:
+        cfg = dataclasses.replace(cfg, verify=dataclasses.replace(cfg.verify, hack_gate=None))
     seed_dirs = _task_dirs([seeds])[:limit]
     if backend == "llm":
         from evokit.evolve.llm_roles import llm_backend
@@ -310,6 +315,11 @@ def evolve(
                           executor=make_executor(executor, workers, ray_address))
     envs = store.envs()
     console.print(f"{len(envs)} environments in {len(store.lineages())} lineages → {out}")
+    for row in store.hack_rates():
+        if row["hacked"]:
+            probes = ", ".join(f"{p} {n}" for p, n in sorted(row["probes"].items()))
+            console.print(f"hack gate, generation {row['generation']} {row['direction']}: {row['hacked']} of "
+                          f"{row['checked']} checked children passed by a hack ({escape(probes)})")
     for r in store.records():
         if r["kind"] == "end" and r["generation"] == 0:  # a seed whose plan could not be extracted
             console.print(f"[yellow]{escape(r['lineage'])} did not start: {escape(' '.join(r['reason'].split())[:300])}")
@@ -649,15 +659,18 @@ def sandbox_clean() -> None:
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean the user's input is wrong (not a bug in evokit)."""
     from evokit.evolve.harness import ForeignSeedError
+    from evokit.lineage import StoreError
     from evokit.llm import LLMError, LLMReplyError
     from evokit.local_llm import LocalModelUnavailable
     from evokit.plan import PlanError
     from evokit.sandbox import DockerfileError
+    from evokit.studies.folder import StudyError
     from evokit.tasks import TaskFormatError
     from evokit.traces import TraceRowError
 
     return (UserError, PlanError, TaskFormatError, ForeignSeedError, DockerfileError, LocalModelUnavailable,
-            LLMError, LLMReplyError, TraceRowError, FileNotFoundError, NotADirectoryError, FileExistsError)
+            LLMError, LLMReplyError, TraceRowError, StoreError, StudyError, FileNotFoundError, NotADirectoryError,
+            FileExistsError)
 
 
 #: Ctrl-C: whether the one line was printed, and the store a rerun resumes from (set by the

@@ -491,3 +491,22 @@ def test_an_llm_endpoint_answering_garbage_is_one_line_exit_2(tmp_path, evokit_s
     assert code == 0 and [r["kind"] for r in records].count("env") == 1  # the seed only: no child
     assert {r["stage"] for r in records if r["kind"] == "reject"} == {"plan"}
     assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]
+
+
+def test_evolve_records_the_hack_gate_and_no_hack_gate_keeps_its_own_store(tmp_path, evokit_seeds, capsys):
+    """`evokit evolve` (procedural, one seed, one generation) runs the hack gate on every child it
+    verifies and records it (``hack_gate`` rows, counted by ``hack_rates``); `--no-hack-gate` records
+    none, and its store refuses to be continued with the gate on (a store keeps its verifiers)."""
+    from evokit.lineage import LineageStore
+
+    base = ["evolve", "--seeds", str(evokit_seeds), "--limit", "1", "--generations", "1", "--workers", "1"]
+    assert cli.main([*base, "--out", str(tmp_path / "gated")]) == 0
+    gated = LineageStore(tmp_path / "gated")
+    children = [r for r in gated.records() if r["kind"] == "env" and r["generation"] > 0]
+    assert children and all(r.get("hack_gate") for r in children)
+    assert sum(row["checked"] for row in gated.hack_rates()) >= len(children)
+    assert cli.main([*base, "--out", str(tmp_path / "open"), "--no-hack-gate"]) == 0
+    assert not [r for r in LineageStore(tmp_path / "open").records() if r.get("hack_gate")]
+    capsys.readouterr()
+    assert cli.main([*base, "--out", str(tmp_path / "open")]) == 2
+    assert "other parameters" in capsys.readouterr().err
