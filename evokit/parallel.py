@@ -368,13 +368,11 @@ class CtrlC:
         self._active = False
 
     def _watch(self) -> None:
-        import select
-
         try:
             while True:
                 timeout = (None if self.pressed_at is None
                            else max(0.0, self.pressed_at + self.deadline_s - time.monotonic()))
-                if not select.select([self._r], [], [], timeout)[0]:
+                if not _readable(self._r, timeout):
                     break  # the deadline passed
                 data = os.read(self._r, 64)
                 if not data:
@@ -809,3 +807,13 @@ def make_executor(kind: str = "local", workers: int = 2, ray_address: str | None
     if kind == "ray":
         return RayExecutor(workers, ray_address)
     raise ValueError(f"executor must be local, process or ray, not {kind!r}")
+
+
+def _readable(fd: int, timeout: float | None) -> bool:
+    """Whether ``fd`` is readable within ``timeout`` seconds. ``poll``, not ``select``: a long-lived
+    process (a notebook kernel, a test worker) may hold descriptors numbered past select's 1024."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(None if timeout is None else timeout * 1000))

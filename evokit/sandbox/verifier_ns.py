@@ -128,6 +128,8 @@ class VerifierNamespace:
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> VerifierNamespace:
         """Make the two tmpfs, launch the namespaces' anchor and wait until it is ready."""
+        if self._helper is not None or self._mounts:
+            raise VerifierSetupError("start() on a verifier namespace that was already started")
         try:
             self._start()
         except BaseException:
@@ -207,7 +209,9 @@ class VerifierNamespace:
         self._mounts.clear()
 
     def __enter__(self) -> VerifierNamespace:
-        return self.start()
+        # Sandbox.verifier_namespace() hands it out started: entering it must not start a second one
+        # (whose mounts, pidfd and helper would replace, and leak, the first's).
+        return self if self._helper is not None else self.start()
 
     def __exit__(self, *exc) -> None:
         self.close()
