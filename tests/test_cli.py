@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from llm_support import ScriptedEndpoint
+from store_support import timeless_records
 
 from evokit import cli
 from evokit.lineage import LineageStore
@@ -326,18 +327,6 @@ def test_a_killed_serve_llm_leaves_no_server_behind():
 
 
 # ------------------------------------------------------------------------ Ctrl-C and LLM endpoints
-def _timeless(records) -> list[str]:
-    """A store's records without what depends on the clock (durations, token counts), sorted."""
-    def strip(value):
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in ("seconds", "usage", "timings")}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return sorted(json.dumps(strip(r), sort_keys=True) for r in records)
-
-
 def test_ctrl_c_stops_evolve_within_seconds_and_a_rerun_gives_the_uninterrupted_store(tmp_path):
     """A real SIGINT to the process group of a running `evokit evolve` (procedural, 4 seeds × 6
     generations, about half a minute uninterrupted): it exits 130 within 5 s of the signal, prints
@@ -379,7 +368,7 @@ def test_ctrl_c_stops_evolve_within_seconds_and_a_rerun_gives_the_uninterrupted_
     assert len(LineageStore(store).envs()) > len([r for r in kept if '"kind": "env"' in r])  # it was mid-run
     whole = evokit(*args, "--out", str(tmp_path / "whole"), timeout=600)
     assert whole.returncode == 0, whole.stderr[-2000:]
-    assert _timeless(LineageStore(store).records()) == _timeless(LineageStore(tmp_path / "whole").records())
+    assert timeless_records(LineageStore(store).records()) == timeless_records(LineageStore(tmp_path / "whole").records())
     assert LineageStore(store).check() == []
 
 

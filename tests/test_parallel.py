@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import os
 import signal
 import threading
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from store_support import timeless_records
 from tqdm import tqdm
 
 from evokit.llm import LLMError, LLMReplyError
@@ -168,18 +168,6 @@ def test_ray_verifies_a_task_like_the_local_pool(ray_executor):
     assert [v.passed for v in verify_many([TASK], executor=ray_executor, progress=False)] == [True]
 
 
-def _records(store) -> list[str]:
-    """A store's records without what depends on the clock (durations at any depth, usage), sorted."""
-    def strip(value):
-        if isinstance(value, dict):
-            return {k: strip(v) for k, v in value.items() if k not in ("seconds", "usage", "timings")}
-        if isinstance(value, list):
-            return [strip(v) for v in value]
-        return value
-
-    return sorted(json.dumps(strip(row), sort_keys=True) for row in store.records())
-
-
 def test_evolve_through_ray_gives_the_local_store(ray_executor, tmp_path):
     """evolve() of 2 seeds × 2 generations writes the same records through Ray as through local threads,
     and a live progress bar still counts every lineage × generation."""
@@ -192,7 +180,7 @@ def test_evolve_through_ray_gives_the_local_store(ray_executor, tmp_path):
     local = evolve(seeds, tmp_path / "local", cfg, executor=LocalExecutor(2), progress=False)
     remote = evolve(seeds, tmp_path / "ray", cfg, executor=ray_executor, progress=False)
     assert len(local.envs()) >= 4
-    assert _records(remote) == _records(local)
+    assert timeless_records(remote.records()) == timeless_records(local.records())
     assert remote.check() == []
 
     bar = tqdm(total=len(seeds) * cfg.generations, file=io.StringIO())  # live: ticks come from the workers
