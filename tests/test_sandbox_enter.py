@@ -141,3 +141,25 @@ def test_an_agent_planted_cwd_link_resolves_inside_the_sandbox(base_image):
         for cwd in (None, "/tmp/up"):
             res = s.exec(f"pwd -P; test -e {RUN_DIR} && echo HOST-VISIBLE; ls /", cwd=cwd)
             assert res.ok and res.stdout.splitlines()[0] == "/" and "HOST-VISIBLE" not in res.stdout, res.stdout
+
+
+def test_concurrent_builds_keep_the_first_binary(tmp_path, monkeypatch):
+    """Builders racing on a fresh cache (two test workers, two harnesses) all end with the inode
+    that stays: a sandbox compares its pid 1 with the binary it exec'd, so a later builder must
+    not swap the file under an earlier one's running anchor."""
+    monkeypatch.setenv("EVOKIT_CACHE", str(tmp_path / "cache"))
+    start = threading.Barrier(4)
+    seen: list[int] = []
+
+    def build():
+        start.wait()
+        path = enter._build(enter.ANCHOR_SOURCE, "evokit-anchor", (enter.ANCHOR_FLAGS,), "the anchor")
+        seen.append(path.stat().st_ino)  # what this builder's sandbox would exec and compare with
+
+    threads = [threading.Thread(target=build) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    [final] = list((tmp_path / "cache" / "bin").glob("evokit-anchor-*"))
+    assert seen == [final.stat().st_ino] * 4

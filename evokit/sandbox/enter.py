@@ -115,7 +115,13 @@ def _build(source: Path, stem: str, flag_sets: Sequence[Sequence[str]], what: st
             raise SandboxUnavailableError(f"could not build {what} with {cc}: "
                                           f"{errors.splitlines()[-1] if errors else 'no output'}")
         os.chmod(out, 0o700)
-        os.replace(out, target)  # atomic: a concurrent builder's identical file is as good
+        # First builder wins: a finished binary's inode never changes under a process that
+        # compares a running program with it (the anchor check), so a concurrent builder keeps
+        # the file already there rather than replacing it.
+        try:
+            os.link(out, target)
+        except FileExistsError:
+            pass
     return target
 
 

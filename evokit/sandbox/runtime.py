@@ -158,6 +158,7 @@ class Sandbox:
         info_r, info_w = os.pipe()
         filter_fd = seccomp.fd()
         anchor_fd = os.open(enter.anchor(), os.O_RDONLY | os.O_CLOEXEC)
+        anchor = os.fstat(anchor_fd)  # the file exec'd, whatever the path names by the check below
         inner = bwrap_base(resolv_conf=self._resolv, seccomp_fd=filter_fd, cwd="/",
                            env={"PATH": self.env.get("PATH", "/usr/bin:/bin")}, die_with_parent=True)
         # Always a network namespace of its own: with ``network`` slirp4netns connects it to the
@@ -203,7 +204,6 @@ class Sandbox:
         self._own_pids = {self._init.pid, child}
         self._spared = {self._init.pid: ("the sandbox's bwrap", process_identity(self._init.pid)),
                         child: ("the sandbox's anchor (pid 1)", process_identity(child))}
-        anchor = os.stat(enter.anchor())
         if (self._spared[child][1] or (0, 0))[:2] != (anchor.st_dev, anchor.st_ino):
             raise SandboxError("the sandbox's pid 1 is not evokit's anchor")
         if self.network:
