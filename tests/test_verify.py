@@ -309,3 +309,23 @@ def test_tests_do_not_import_the_agents_modules(tmp_path, mode):
                             dockerfile=PYTHON_IMAGE)
     honest = run_trial(Task(honest_root), image, kind="oracle", mode=mode)
     assert honest.rewards == {"reward": 1.0}, honest.error
+
+
+SERVICES_TASK = Path(__file__).parent / "data" / "shared_services" / "redis-supervisord"
+
+
+@pytest.mark.slow  # apt-get installs redis and supervisor into the image (about a minute once)
+def test_shared_mode_task_with_redis_under_supervisord():
+    """A task in the style of Terminal-Bench's service tasks: the solution configures supervisord
+    to run redis and stores a key; the tests ask supervisorctl and redis-cli. Under Harbor's shared
+    mode the agent's services are up when the tests run, so the oracle scores 1 and doing nothing 0."""
+    from harbor.models.task.task import Task
+
+    from evokit.sandbox.task_env import image_for_task
+    from evokit.verify import run_trial
+
+    task = Task(SERVICES_TASK)
+    image = image_for_task(task)
+    oracle = run_trial(task, image, kind="oracle", mode="shared")
+    assert (oracle.rewards, oracle.error) == ({"reward": 1.0}, None)
+    assert run_trial(task, image, kind="null", mode="shared").rewards == {"reward": 0.0}
