@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -90,7 +91,8 @@ def verify(
     workers: Annotated[int, typer.Option(help="tasks verified at once")] = 2,
     determinism_runs: Annotated[int, typer.Option(help="oracle runs in fresh sandboxes")] = 2,
     rubric: Annotated[list[Path] | None, typer.Option(help="TOML file of extra pattern rules")] = None,
-    log_dir: Annotated[Path | None, typer.Option(help="keep each trial's /logs here")] = None,
+    log_dir: Annotated[Path | None, typer.Option(help="keep each trial's /logs here [default: "
+                                                      "$EVOKIT_CACHE/logs/verify, capped]")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print verdicts as JSON lines")] = False,
     no_hack_gate: Annotated[bool, typer.Option("--no-hack-gate", help="skip the hack gate (generic hack "
                                                                        "solutions must earn reward 0)")] = False,
@@ -101,6 +103,7 @@ def verify(
 ) -> None:
     """Run the oracle, null-solution, rubric and hack-gate verifiers; exit 1 if any task fails."""
     from evokit.verify import VerifyConfig, rubric_from, verify_many
+    from evokit.verify import logs as verify_logs
     from evokit.verify.hacks import HackGateConfig, LLMHackerConfig
 
     for r in rubric or []:
@@ -116,10 +119,13 @@ def verify(
         hacker = LLMHackerConfig(hacker_model, hacker_api_base, max_turns=hacker_turns) if hacker_model else None
     except ValueError as e:
         raise UserError(f"{e} (option --hacker-turns)") from e
-    cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=extra, log_root=log_dir,
+    cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=extra,
+                       log_root=log_dir or verify_logs.default_root("verify"),
                        hack_gate=None if no_hack_gate else HackGateConfig(llm=hacker))
     tasks = _task_dirs(paths)
     verdicts = verify_many(tasks, cfg, workers=workers, progress=len(tasks) > 1 and not as_json)
+    if log_dir is None:
+        verify_logs.prune(cfg.log_root)
     errors = sum(any(c.name in {"format", "build"} for c in v.failures) for v in verdicts)
     passed = sum(v.passed for v in verdicts)
     summary = f"{len(verdicts)} task(s): {passed} passed, {len(verdicts) - passed - errors} failed, {errors} errors"
@@ -133,41 +139,65 @@ def verify(
             table.add_column(col)
         for v in verdicts:
             by = {c.name: c for c in v.checks}
-            rubric_fail = [c.name.removeprefix("rubric:") for c in v.checks
-                           if c.name.startswith("rubric:") and not c.passed]
-            cell = lambda c: "-" if c is None else ("[green]pass" if c.passed else "[red]FAIL")  # noqa: E731
+            rubric = [c for c in v.checks if c.name.startswith("rubric:")]
+            rubric_fail = [c.name.removeprefix("rubric:") for c in rubric if not c.passed]
+            # "—": the verifier did not run (the task did not load, or did not build)
+            cell = lambda c: "—" if c is None else ("[green]pass" if c.passed else "[red]FAIL")  # noqa: E731
             gate = by.get("hack-gate")
-            gate_cell = "-" if gate is None else "[green]pass" if gate.passed else "[red]" + escape(
+            gate_cell = "—" if gate is None else "[green]pass" if gate.passed else "[red]" + escape(
                 ", ".join(v.hack_gate["failed"]) or "error")
-            table.add_row(Path(v.task).name, cell(by.get("oracle")), cell(by.get("null")),
-                          "[green]pass" if not rubric_fail else "[red]" + ", ".join(rubric_fail), gate_cell,
-                          f"{v.timings.get('total', 0):.2f}", "[green]PASS" if v.passed else "[red]FAIL")
+            rubric_cell = "—" if not rubric else "[red]" + ", ".join(rubric_fail) if rubric_fail else "[green]pass"
+            table.add_row(escape(_shown(v.task)), cell(by.get("oracle")), cell(by.get("null")), rubric_cell,
+                          gate_cell, f"{v.timings.get('total', 0):.2f}", "[green]PASS" if v.passed else "[red]FAIL")
         console.print(table)
         for v in verdicts:
             for c in v.failures:
-                console.print(f"[red]✗[/red] {escape(Path(v.task).name)} · {c.name}: {escape(c.reason)}")
+                console.print(f"[red]✗[/red] {escape(_shown(v.task))} · {c.name}: {escape(c.reason)}")
+            if v.failures and v.log_dir:
+                console.print(f"  [dim]logs: {escape(v.log_dir)}")
         console.print(summary + " (errors: the task could not be loaded or built)" * bool(errors))
     raise typer.Exit(0 if all(v.passed for v in verdicts) else 1)
+
+
+def _shown(path: str | Path) -> str:
+    """A task's path as the table shows it: relative to the working directory when under it, so
+    two tasks of the same name in different folders read differently."""
+    p = Path(path).absolute()
+    try:
+        return str(p.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 @app.command()
 def run(
     path: Annotated[Path, typer.Argument(help="a task folder")],
     agent: Annotated[str, typer.Option(help="oracle (reference solution) or nop (does nothing)")] = "oracle",
-    log_dir: Annotated[Path | None, typer.Option(help="keep the trial's /logs here")] = None,
+    log_dir: Annotated[Path | None, typer.Option(help="keep the trial's /logs here [default: "
+                                                      "$EVOKIT_CACHE/logs/run/<task>-<hash>, capped]")] = None,
 ) -> None:
     """Run one trial of a task in the local sandbox and print its reward."""
     from evokit.sandbox.task_env import image_for_task
-    from evokit.tasks import load_task
+    from evokit.tasks import content_hash, load_task
+    from evokit.verify import logs as verify_logs
     from evokit.verify import run_trial
 
     if agent not in {"oracle", "nop"}:
         raise typer.BadParameter("agent must be oracle or nop (LLM agents: see `evokit rollout`)")
     task = load_task(path)
+    keep = log_dir or verify_logs.default_root("run") / f"{path.name}-{content_hash(path)[:10]}"
+    if log_dir is None:  # the default folder holds this run's logs only
+        shutil.rmtree(keep, ignore_errors=True)
     result = run_trial(task, image_for_task(task, log=lambda s: console.print(f"[dim]{s}")),
-                       kind="oracle" if agent == "oracle" else "null", log_dir=log_dir)
+                       kind="oracle" if agent == "oracle" else "null", log_dir=keep)
+    if log_dir is None:
+        verify_logs.prune(keep.parent)
     if result.error:
-        console.print(f"[red]error:[/red] {result.error}")
+        console.print(f"[red]error:[/red] {escape(result.error)}")
+    elif result.why and result.reward() != 1.0:
+        console.print(f"[yellow]tests:[/yellow] {escape(result.why)}")
+    if result.error or result.reward() != 1.0:
+        console.print(f"[dim]logs: {escape(str(keep))}")
     print(json.dumps({"task": path.name, "agent": agent, "rewards": result.rewards,
                               "timings": {k: round(v, 3) for k, v in result.timings.items()}}))
     raise typer.Exit(0 if result.rewards is not None else 1)

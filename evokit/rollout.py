@@ -187,8 +187,8 @@ def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_tu
             r.error = f"sandbox: {e}"
         # Any other exception from the policy is a bug: it propagates (after the finally below).
         try:
-            _, rewards, err = verify_work(sandbox, task, image, mode=mode,
-                                          verifier=None if starter is None else starter.get())
+            outcome = verify_work(sandbox, task, image, mode=mode, verifier=None if starter is None else starter.get())
+            rewards, err = outcome.rewards, outcome.error
         except HarnessFault as e:
             return mask(str(e))
         except SandboxError as e:  # a sandbox died during the tests, on what the agent left

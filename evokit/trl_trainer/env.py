@@ -221,7 +221,8 @@ class SandboxToolEnv:
 
             with self._run.clock.busy():
                 try:
-                    _, rewards, err = verify_work(sandbox, self._task, self._run.image(self._task))
+                    outcome = verify_work(sandbox, self._task, self._run.image(self._task))
+                    rewards, err = outcome.rewards, outcome.error
                 except HarnessFault as e:
                     return None, f"verifier: {e}"
                 except SandboxError as e:  # a sandbox died during the tests, on what the agent left

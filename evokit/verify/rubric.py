@@ -762,6 +762,8 @@ def oracle_deterministic(ctx: RubricContext) -> tuple[bool, str]:
     rewards = [r.rewards for r in ctx.oracle_runs]
     if len(rewards) < 2:
         return True, "only one oracle run requested"
+    if all(r is None for r in rewards):  # nothing to compare: the oracle check says why
+        return True, f"not judged: no oracle run wrote a reward ({ctx.oracle_runs[0].error})"
     if all(r is not None and r == rewards[0] for r in rewards):
         return True, f"oracle gave the same rewards in {len(rewards)} fresh sandboxes"
     return False, f"oracle rewards differ across fresh sandboxes: {rewards}"

@@ -62,12 +62,15 @@ from evokit.sandbox.runtime import tar_bytes
 from evokit.sandbox.task_env import limits_from_config, sandbox_for_task
 from evokit.sandbox.transfer import copy_between
 from evokit.sandbox.verifier_ns import VerifierNamespace, VerifierSetupError
+from evokit.verify.diagnosis import explain_tests
 
 VERIFIER_DIR = "/logs/verifier"
 TESTS_DIR = "/tests"
 REWARD_TXT = f"{VERIFIER_DIR}/reward.txt"
 REWARD_JSON = f"{VERIFIER_DIR}/reward.json"
 TEST_STDOUT = f"{VERIFIER_DIR}/test-stdout.txt"
+CTRF = f"{VERIFIER_DIR}/ctrf.json"  # Terminal-Bench 2's `pytest --ctrf` report, read for the reason only
+TEST_LOG_MAX_BYTES = 8 << 20  # test-stdout.txt larger than this is not read for the reason
 ORACLE_LOG = "/logs/agent/oracle.txt"
 ARTIFACTS_DIR = "/logs/artifacts"  # Harbor's convention dir, copied in its separate mode too
 REWARD_MAX_BYTES = 1 << 20  # a reward file larger than this is not a reward
@@ -144,8 +147,20 @@ def work_paths(task: Task, image: Image) -> list[str]:
 
 
 @dataclass
+class TestsOutcome:
+    """What a verifier phase left: ``rewards`` (None when ``error`` says why) and ``why``, one line
+    on how the tests failed (:func:`evokit.verify.diagnosis.explain_tests`), for people only."""
+
+    exec: ExecResult | None
+    rewards: dict[str, float] | None
+    error: str | None
+    why: str | None = None
+
+
+@dataclass
 class TrialRun:
-    """What one trial did and produced; ``rewards`` is None when ``error`` says why."""
+    """What one trial did and produced; ``rewards`` is None when ``error`` says why, and ``why``
+    says how the tests failed (the first failing test and its assertion, test.sh's exit status)."""
 
     kind: str  # "oracle", "null", or an agent's name
     rewards: dict[str, float] | None = None
@@ -154,6 +169,7 @@ class TrialRun:
     tests: ExecResult | None = None
     mode: str = VerifierMode.SEPARATE.value
     timings: dict[str, float] = field(default_factory=dict)
+    why: str | None = None
 
     def reward(self, key: str | None = None) -> float | None:
         """The reward under ``key``; with no key, ``reward`` or else the minimum over all keys."""
@@ -289,8 +305,7 @@ def _runner(task: Task) -> str:
             f"{_chown(user, VERIFIER_DIR, TEST_STDOUT)}exec {runner}")
 
 
-def run_tests(sandbox: Sandbox, task: Task, *, logs_to: Path | None = None,
-              ) -> tuple[ExecResult | None, dict[str, float] | None, str | None]:
+def run_tests(sandbox: Sandbox, task: Task, *, logs_to: Path | None = None) -> TestsOutcome:
     """Verifier phase in ``sandbox``: the tests in the verifier's private namespaces, then every
     process ended (the tests', and the agent's in the shared mode), then the reward read.
 
@@ -312,26 +327,49 @@ def run_tests(sandbox: Sandbox, task: Task, *, logs_to: Path | None = None,
     try:
         verifier = sandbox.verifier_namespace()
     except VerifierSetupError as e:
-        return None, None, f"the verifier could not be set up in the sandbox: {e}"
+        return TestsOutcome(None, None, f"the verifier could not be set up in the sandbox: {e}")
     with verifier:
         verifier.upload_dir(task.paths.tests_dir, TESTS_DIR)
         try:
             res = verifier.exec(["sh", "-c", _runner(task)], user="root", env=tests_env(task),
                                 timeout_sec=task.config.verifier.timeout_sec)
         except VerifierSetupError as e:  # its pid 1 died under it (the sandbox's memory limit)
-            return None, None, f"the verifier's namespace ended during the tests: {e}"
+            return TestsOutcome(None, None, f"the verifier's namespace ended during the tests: {e}")
         verifier.stop()  # every process of the tests, at once (their pid namespace ends)
         sandbox.kill_commands()  # and the agent's (shared mode); raises if a spared process was taken over
         if logs_to is not None:
             _save_verifier_logs(verifier, logs_to)
-        if res.timed_out:
-            return res, None, f"tests timed out after {task.config.verifier.timeout_sec:.0f}s"
         if res.return_code == 125 and "evokit-enter:" in res.stderr:
-            return res, None, f"the tests could not start in the verifier: {res.stderr.strip()[:500]}"
+            return TestsOutcome(res, None, f"the tests could not start in the verifier: {res.stderr.strip()[:500]}")
+        return _outcome(verifier, task, res)
+
+
+def _explain(source: Sandbox | VerifierNamespace, res: ExecResult) -> str:
+    """Why the tests failed, from their log and CTRF report (best effort: a log that cannot be
+    read leaves test.sh's exit status alone)."""
+    def read(path: str) -> bytes | None:
         try:
-            return res, read_rewards(verifier), None
-        except RewardError as e:
-            return res, None, str(e)
+            return source.read_file(path, max_bytes=TEST_LOG_MAX_BYTES)
+        except Exception:  # noqa: BLE001 - missing, too large or unreadable: the reason is best effort
+            return None
+
+    output = (read(TEST_STDOUT) or b"").decode("utf-8", errors="replace")
+    return explain_tests(None if res.timed_out else res.return_code, output, read(CTRF))
+
+
+def _outcome(source: Sandbox | VerifierNamespace, task: Task, res: ExecResult) -> TestsOutcome:
+    """The rewards of a finished verifier phase in ``source``, or the reason there are none, and why
+    the tests failed. A test.sh that exits non-zero without a reward is named as such, with the
+    first lines of what it printed: a ``set -e`` script that died early is not "no reward file"."""
+    why = _explain(source, res)
+    if res.timed_out:
+        return TestsOutcome(res, None, f"tests timed out after {task.config.verifier.timeout_sec:.0f}s; {why}", why)
+    try:
+        return TestsOutcome(res, read_rewards(source), None, why)
+    except RewardError as e:
+        if res.return_code != 0:
+            return TestsOutcome(res, None, f"test.sh failed before writing a reward ({e}): {why}", why)
+        return TestsOutcome(res, None, str(e), why)
 
 
 def _save_verifier_logs(source: Sandbox | VerifierNamespace, target: Path) -> None:
@@ -347,8 +385,7 @@ def _save_verifier_logs(source: Sandbox | VerifierNamespace, target: Path) -> No
             f.write(f"{VERIFIER_DIR}: {e}\n")
 
 
-def _run_tests_in_sandbox(sandbox, task: Task, *, logs_to: Path | None = None,
-                          ) -> tuple[ExecResult, dict[str, float] | None, str | None]:
+def _run_tests_in_sandbox(sandbox, task: Task, *, logs_to: Path | None = None) -> TestsOutcome:
     """The verifier phase where no private namespace can be made (a remote Docker daemon): every
     command's processes ended first (a daemon could otherwise rewrite the reward file), the
     verifier dir and ``/tests`` recreated (``0755``, the verifier's user), ``tests/`` uploaded,
@@ -362,12 +399,7 @@ def _run_tests_in_sandbox(sandbox, task: Task, *, logs_to: Path | None = None,
     sandbox.kill_commands()
     if logs_to is not None:
         _save_verifier_logs(sandbox, logs_to)
-    if res.timed_out:
-        return res, None, f"tests timed out after {task.config.verifier.timeout_sec:.0f}s"
-    try:
-        return res, read_rewards(sandbox), None
-    except RewardError as e:
-        return res, None, str(e)
+    return _outcome(sandbox, task, res)
 
 
 def start_verifier(task: Task, image: Image) -> Sandbox:
@@ -421,9 +453,8 @@ class VerifierStarter:
 
 
 def verify_work(agent: Sandbox, task: Task, image: Image, *, mode: VerifierMode | str | None = None,
-                verifier: Sandbox | None = None, logs_to: Path | None = None,
-                ) -> tuple[ExecResult | None, dict[str, float] | None, str | None]:
-    """Score the agent's work in ``agent`` after its phase: ``(tests, rewards, error)``.
+                verifier: Sandbox | None = None, logs_to: Path | None = None) -> TestsOutcome:
+    """Score the agent's work in ``agent`` after its phase.
 
     Separate mode: the agent's processes are killed, :func:`work_paths` are copied into
     ``verifier`` (a started fresh sandbox, e.g. from :class:`VerifierStarter`; one is started
@@ -436,7 +467,7 @@ def verify_work(agent: Sandbox, task: Task, image: Image, *, mode: VerifierMode 
     """
     mode = verifier_mode(task, mode)
     if not agent.running:
-        return None, None, "the agent's sandbox is gone (its processes were killed or it ran out of memory)"
+        return TestsOutcome(None, None, "the agent's sandbox is gone (its processes were killed or it ran out of memory)")
     if mode == VerifierMode.SHARED:
         return run_tests(agent, task, logs_to=logs_to)
     paths = work_paths(task, image)
@@ -450,7 +481,8 @@ def verify_work(agent: Sandbox, task: Task, image: Image, *, mode: VerifierMode 
         except Exception as e:  # noqa: BLE001 - the agent's work could not be carried over: its failure
             if not verifier.running:
                 raise HarnessFault(f"the verifier's sandbox died during the copy: {e}") from e
-            return None, None, f"the agent's work could not be copied to the verifier: {type(e).__name__}: {e}"
+            return TestsOutcome(None, None, f"the agent's work could not be copied to the verifier: "
+                                            f"{type(e).__name__}: {e}")
         return run_tests(verifier, task, logs_to=logs_to)
     finally:
         if own:
@@ -488,11 +520,12 @@ def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path |
         logs_to = None if log_dir is None else log_dir / "verifier"
         if separate:
             verifier = starter.get()
-            run.tests, run.rewards, err = verify_work(agent, task, image, mode=VerifierMode.SEPARATE,
-                                                      verifier=verifier, logs_to=logs_to)
+            outcome = verify_work(agent, task, image, mode=VerifierMode.SEPARATE, verifier=verifier,
+                                  logs_to=logs_to)
         else:
-            run.tests, run.rewards, err = run_tests(agent, task, logs_to=logs_to)
-        run.error = run.error or err
+            outcome = run_tests(agent, task, logs_to=logs_to)
+        run.tests, run.rewards, run.why = outcome.exec, outcome.rewards, outcome.why
+        run.error = run.error or outcome.error
         run.timings["tests"] = time.monotonic() - t
         if log_dir is not None:
             _keep_logs(agent, log_dir, run)

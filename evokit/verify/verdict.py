@@ -92,6 +92,14 @@ def _score(run: TrialRun, cfg: VerifyConfig) -> float | None:
     return run.reward(cfg.reward_key)
 
 
+def _reason(run: TrialRun, scored: str, *, explain: bool) -> str:
+    """A trial check's reason: its error, else ``scored``; with ``explain``, how the tests failed
+    (a failing oracle's first failing test and assertion: the line a user needs first)."""
+    if run.error:
+        return run.error
+    return f"{scored}; {run.why}" if explain and run.why else scored
+
+
 def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verdict:
     """Run the oracle, null, rubric and hack-gate verifiers on the task folder at ``path``."""
     path = Path(path)
@@ -138,14 +146,15 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
 
     oracle = ctx.oracle_runs[0]
     score = _score(oracle, config)
+    passed = score is not None and score >= config.oracle_threshold
     verdict.checks.insert(0, Check(
-        "oracle", score is not None and score >= config.oracle_threshold,
-        oracle.error or f"reward {score} (need ≥ {config.oracle_threshold})", oracle.timings.get("total", 0.0)))
+        "oracle", passed, _reason(oracle, f"reward {score} (need ≥ {config.oracle_threshold})", explain=not passed),
+        oracle.timings.get("total", 0.0)))
     null = ctx.null_run
     nscore = _score(null, config)
     verdict.checks.insert(1, Check(
         "null", nscore is not None and nscore <= config.null_max_reward,
-        null.error or f"reward {nscore} with no solution (need ≤ {config.null_max_reward})",
+        _reason(null, f"reward {nscore} with no solution (need ≤ {config.null_max_reward})", explain=False),
         null.timings.get("total", 0.0)))
     if gate is not None:
         verdict.hack_gate = gate.to_dict()
