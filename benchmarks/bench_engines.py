@@ -1,4 +1,4 @@
-"""Container engines vs evokit's sandbox: engine floors and one trial on each path, as ratios (issue 14).
+"""Container engines vs evokit's sandbox: engine floors and one trial on each path, as ratios.
 
 All rows are measured in one run, on one machine, against the bwrap rows of the same run:
 

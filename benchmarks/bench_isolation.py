@@ -1,18 +1,18 @@
-"""What the isolation layers of issue 11 cost: seccomp filter + /proc masks, own network namespace,
+"""What the isolation layers cost: seccomp filter + /proc masks, own network namespace,
 slirp4netns. Ratios against baselines measured in the same run, interleaved round by round so that
 load from other processes hits every variant alike (random order per round, seed 0).
 
-Variants (the "before" ones rebuild the old command lines by editing this process's argv
-builders, never by a switch in the library):
+Variants (the "before" ones rebuild the command lines without those layers by editing this
+process's argv builders: the library has no switch that turns them off):
 
-* ``exec``: ``true`` in a started no-network sandbox through ``evokit-enter`` (today), the same
+* ``exec``: ``true`` in a started no-network sandbox through ``evokit-enter`` (as evokit runs it), the same
   with an allow-everything filter (``exec_nofilter``: what the keyring filter costs), and through
-  the exec path before the helper (``exec_nsenter``: a cgroup-joining ``sh``, ``nsenter`` and a
-  fresh ``bwrap --pidns``, rebuilt here), against a raw ``bwrap ... true`` (issue 11's target:
+  an exec path without the helper (``exec_nsenter``: a cgroup-joining ``sh``, ``nsenter`` and a
+  fresh ``bwrap --pidns``, rebuilt here), against a raw ``bwrap ... true`` (target:
   exec ≤ 1× raw bwrap);
 * ``start``: start + stop of a no-network sandbox with / without the filter; of a public one
-  with its own namespace + slirp4netns (today) and in the host's namespace, no filter (before);
-* ``exec public``: ``true`` in a started public sandbox (today: enters the slirp namespace).
+  with its own namespace + slirp4netns (as evokit runs it) and in the host's namespace, no filter (before);
+* ``exec public``: ``true`` in a started public sandbox (it enters the slirp namespace).
 
 Usage: ``python benchmarks/bench_isolation.py [--n 30] [--task examples/tasks/pipes-top-ips]``.
 Prints a table and writes ``results/bench/isolation.json``.
@@ -59,7 +59,7 @@ def _strip(argv: list[str], *, seccomp: bool, netns: bool) -> list[str]:
 
 @contextlib.contextmanager
 def before(*, netns: bool = True):
-    """The argv builders as they were before issue 11: no filter, no masks (and host netns)."""
+    """The argv builders without the isolation layers: no filter, no masks (and host netns)."""
     orig_base, orig_overlay = runtime.bwrap_base, runtime.overlay_argv
     runtime.bwrap_base = lambda **kw: _strip(orig_base(**kw), seccomp=False, netns=True)
     runtime.overlay_argv = lambda **kw: orig_overlay(**{**kw, "inner": _strip(list(kw["inner"]), seccomp=False,
@@ -86,7 +86,7 @@ def before(*, netns: bool = True):
 
 
 def exec_nsenter(sb: Sandbox, argv: list[str]) -> None:
-    """An exec as it was before ``evokit-enter``: cgroup ``sh`` + ``nsenter`` + ``bwrap --pidns``."""
+    """An exec without ``evokit-enter``: cgroup ``sh`` + ``nsenter`` + ``bwrap --pidns``."""
     filter_fd, pidns = seccomp.fd(), os.open(sb._ns["pid"], os.O_RDONLY)
     try:
         inner = bwrap_base(resolv_conf=None, seccomp_fd=filter_fd, cwd=sb.workdir,
@@ -150,7 +150,7 @@ def main() -> None:
             start_stop(network=network)
 
     now, pub = Sandbox(image).start(), Sandbox(image, network=True).start()
-    # the same sandbox for exec today and before: only the exec's own command line differs
+    # the same sandbox for exec with and without the helper: only the exec's own command line differs
     steps = [("bwrap_direct", lambda: subprocess.run(raw, check=True)), ("exec", lambda: now.exec(["true"])),
              ("exec_nofilter", lambda: exec_nofilter(now)), ("exec_nsenter", lambda: exec_nsenter(now, ["true"])),
              ("exec_public", lambda: pub.exec(["true"]))] * 3 + [

@@ -1,13 +1,13 @@
 """Sandbox and verification speed, as ratios against baselines measured in the same run.
 
-Three measurements (issue 1's speed targets):
+Three measurements, each against its speed target:
 
 1. ``exec`` of ``true`` in a started sandbox vs ``bwrap`` started directly with the same
-   mount set (``--dev --proc``, all namespaces unshared) running ``true``: target ≤ 1× (issue 11).
+   mount set (``--dev --proc``, all namespaces unshared) running ``true``: target ≤ 1×.
 2. oracle + null + rubric verification of a cached example task: target median < 1 s; and the
    same with the separate verifier (evokit's default: the tests in a fresh sandbox holding only
    the agent's work) vs the shared one (the tests in the agent's sandbox), measured alternately
-   in one run: target separate ≤ 1.5× shared (issue 11).
+   in one run: target separate ≤ 1.5× shared.
 3. evokit's direct verification (oracle + null trials) vs the same two trials through
    Harbor's ``Trial`` API on the same backend (``evokit.sandbox:BubblewrapEnvironment``):
    target ≥ 5× faster, identical rewards. Reported twice: both sides one trial after the

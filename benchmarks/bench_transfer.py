@@ -1,10 +1,11 @@
-"""File-transfer speed: evokit's host-safe transfers vs the tar-based ones they replaced, in one run.
+"""File-transfer speed: evokit's host-safe transfers vs tar-based ones, in one run.
 
-Issue 11 replaced "tar inside the sandbox, ``tarfile`` on the host" (agent-replaceable tar,
-CVE-2025-4517, whole archives in host memory) by :mod:`evokit.sandbox.transfer` (the host
-walks the sandbox's root with ``openat2``). The target is that transfers do not get notably
-slower. The baseline is the old method, reproduced here through the public ``Sandbox.exec``
-(it is no longer in the package), measured alternately with the new one on the same sandbox:
+In :mod:`evokit.sandbox.transfer` the host walks the sandbox's root with ``openat2``, never
+"tar inside the sandbox, ``tarfile`` on the host" (agent-replaceable tar, CVE-2025-4517, whole
+archives in host memory). The target is that this safety makes transfers no notably slower.
+The baseline ("old" in the table) is the tar method, reproduced here through the public
+``Sandbox.exec`` (the package has no tar path), measured alternately with ``transfer`` ("new")
+on the same sandbox:
 
 * ``upload_dir`` of a task-sized tree (300 files of 4 KiB + one 20 MiB file);
 * ``download_dir`` of the same tree back to the host;
@@ -37,7 +38,7 @@ from sandbox_support import link_base, make_context  # noqa: E402
 from evokit.sandbox import Sandbox, build_image  # noqa: E402
 
 
-# ------------------------------------------------------------------ the old (replaced) method
+# ------------------------------------------------------------------ the baseline: tar in the sandbox, tarfile on the host
 def old_upload_dir(s: Sandbox, source: Path, target: str) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:

@@ -1,9 +1,9 @@
 """An independent held-out benchmark: fixed, verified procedural tasks drawn apart from every method's tasks.
 
 EE §5.1 compares evolution, co-evolution and the environment ensemble, and GenEnv reports data
-efficiency, on benchmarks none of the methods generated or trained on. Issue 13 (finding 4) found
-``ee_methods`` evaluating on held-out environments that evolution itself had made, which favours
-evolution. This module is the fix: one benchmark for every method.
+efficiency, on benchmarks none of the methods generated or trained on. Held-out environments that
+evolution itself made would favour evolution, so this module gives every method one benchmark
+that no method made.
 
 * **Drawn apart.** The tasks are made like EE's seeds (:func:`evokit.seeds.make_seeds`: domain
   balanced, lengths cycling, half with rare skills, each verified by oracle, null and rubric) but
@@ -74,7 +74,7 @@ class BenchmarkConfig:
         return {"namespace": NAMESPACE, **d}
 
 
-#: The benchmark every notebook evaluates on (issue 13: one benchmark for every method).
+#: The benchmark every notebook evaluates on: one benchmark for every method, so scores compare.
 BENCHMARK = BenchmarkConfig()
 
 

@@ -421,12 +421,12 @@ def serve_llm(
     srv = LocalServer(model, n_ctx=n_ctx, n_threads=threads, port=port, log=log, die_with_parent=True)
     console.print(f"[dim]starting llama.cpp server with {srv.model.name} ({srv.n_threads} thread(s))…")
     srv.start()
-    # Once serving, Ctrl-C and SIGTERM only raise a flag: a second Ctrl-C while stopping no longer
-    # escapes as a KeyboardInterrupt (it killed the command, exit -2, before cleanup), and none lands
-    # inside Popen.poll(), where it can leave the wait lock held so that stop() hangs (a likely cause
-    # of a hang seen under load). A handler setting a threading.Event could deadlock on its lock.
+    # Once serving, Ctrl-C and SIGTERM only raise a flag: a second Ctrl-C while stopping must not
+    # escape as a KeyboardInterrupt (it would kill the command, exit -2, before cleanup), and none may
+    # land inside Popen.poll(), where it can leave the wait lock held so that stop() hangs under load.
+    # A handler setting a threading.Event could deadlock on its lock.
     # Once stopped, both are ignored: at exit CPython puts SIG_DFL back in place of a Python handler
-    # (not of SIG_IGN), so a late Ctrl-C during interpreter shutdown killed the command (exit -2).
+    # (not of SIG_IGN), so a late Ctrl-C during interpreter shutdown would kill the command (exit -2).
     signals: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, _frame: signals.append(signum))
@@ -573,7 +573,7 @@ def train(
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     workers: Annotated[int, typer.Option(help="rollouts at once")] = 2,
     learner: Annotated[str, typer.Option(help="solver: pretrained on data drawn from the world, never reads p_T "
-                                              "(evokit.solvers) | prior: log p_T in its logits (before issue 13)")
+                                              "(evokit.solvers) | prior: log p_T in its logits, shared with D_T")
                        ] = "solver",
 ) -> None:
     """Train the CPU learner with GRPO on a curriculum or with GenEnv (the LLM policy: `evokit train-llm`).

@@ -14,7 +14,7 @@ test can walk every transition.
   B = 8, τ = 6/8, strict ``>`` (advancing needs 7 of 8). The prose's "≥ 6 of 8" is
   ``strict=False``. Choices where the paper is silent:
   1. *Start.* "Start at the earliest generation": generation 0, the seed itself
-     (``start_generation = 0``, the default; issue 13). EE's seeds are kept because a frontier
+     (``start_generation = 0``, the default). EE's seeds are kept because a frontier
      model passes them at most 4 of 8 times (:func:`evokit.seeds.select_seeds`), so they are
      the first rung of each lineage; ``start_generation = 1`` starts at the earliest evolved one.
   2. *Several lineages.* Each step serves ``n`` environments: the current environment of

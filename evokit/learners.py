@@ -13,10 +13,9 @@ previous step's output file, so an early wrong choice propagates: that is why le
 
 * **Where the prior comes from.** With ``prior_weight`` w > 0 the first term is the reference
   distribution (EE's p_T; the catalog's priors by default), so the untrained policy already
-  prefers common techniques and finds rare skills hard. That is how the learner was built before
-  issue 13, and ``PolicyConfig()``'s default still is (``evokit train --learner prior``, the
-  mechanics' tests); but then D_T and the learner share p_T, and "D_T predicts pass rate" partly
-  follows from the construction (issue 13, finding 1). Every experiment in :mod:`evokit.studies`,
+  prefers common techniques and finds rare skills hard. ``PolicyConfig()``'s default is this
+  learner (``evokit train --learner prior``, the mechanics' tests); but then D_T and the learner
+  share p_T, and "D_T predicts pass rate" partly follows from the construction. Every experiment in :mod:`evokit.studies`,
   and ``evokit train`` by default, therefore uses w = 0 and a support-only reference, with the
   prior learned from data (:mod:`evokit.solvers`). The learned part starts from seeded noise
   (``noise``), so each seed has its *own* weaknesses (Δ_θ = Σ[d_θ − d_T]_+ ≠ 0) in different
@@ -54,7 +53,7 @@ Deviations, stated where they are made:
    renormalised over them, so the stored log-probability is exactly that of the executed
    action (no fallback after sampling, which would bias the ratio).
 4. By default one command per step; the learner never reads outputs (max_turns = number of
-   steps). With ``attempts > 1`` (issue 13, "turns that depend on difficulty") it reads what an
+   steps). With ``attempts > 1`` (so that turns depend on difficulty) it reads what an
    agent reads — its command's exit status and output, never the tests — and a ``judge`` decides
    whether the result looks right; if not, it tries another technique (sampled from π over the
    untried candidates) while turns remain, so trajectory length becomes a measurement.

@@ -2,7 +2,7 @@
 
 JupyterLab starts a notebook's kernel in the notebook's folder (``notebooks/``), papermill and
 ``scripts/run_notebooks.py`` start it wherever they are told; relative paths then land in different
-places (issue 13: four notebooks changed directory, seven wrote under ``notebooks/``). Every notebook
+places (a notebook that changes directory, or writes under ``notebooks/``). Every notebook
 therefore resolves its paths with :func:`at_root`, and :func:`evokit.plotting.savefig` writes under
 :func:`repo_root` / ``figures``, so ``results/<notebook>/`` and ``figures/`` are the repository's
 wherever the kernel runs.

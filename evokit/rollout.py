@@ -11,7 +11,7 @@ read out of band. The reward is the task's own.
 A policy is anything with ``run_episode(episode) -> None`` that drives an :class:`Episode`
 (:meth:`Episode.run` executes one command and records the turn).
 
-**Masking policy** (issue 11, class 5). A masked rollout is left out of the GRPO loss, so an
+**Masking policy** (threat class: self-masking). A masked rollout is left out of the GRPO loss, so an
 agent that could mask its own failures would bias training. A rollout is masked only for a
 fault the harness can attribute to itself, each detected where it happens:
 

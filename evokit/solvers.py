@@ -1,4 +1,4 @@
-"""Solvers whose prior comes from data, and the solver population A, B, C (issue 13 foundation).
+"""Solvers whose prior comes from data, and the solver population A, B, C.
 
 A solver is a :class:`~evokit.learners.SkillPolicy` whose "pretraining" is supervised learning
 on a finite corpus of solved steps (:func:`evokit.world.sample_corpus`), not the reference p_T

@@ -1,6 +1,6 @@
 """Across-seed estimates with bootstrap 95 % intervals: the one place every claim's interval comes from.
 
-Issue 13: every asserted claim of a notebook is an estimate over ≥ 5 independent seeds with a
+Every asserted claim of a notebook is an estimate over ≥ 5 independent seeds with a
 percentile-bootstrap interval, recorded in ``summary.json`` and drawn in the figure; assertions
 read the interval, never one seed. The unit of resampling is the *seed* (one independent run),
 not the rollout: rollouts of one run share its learner and tasks and are not independent.

@@ -1,10 +1,10 @@
-"""The world a solver's pretraining data comes from: a seeded corpus of solved steps (issue 13).
+"""The world a solver's pretraining data comes from: a seeded corpus of solved steps.
 
 EE (papers.md, "why a task is hard") grounds difficulty in a reference distribution p_T "of
 broad world knowledge", and a model's p_θ is what it learned from a finite sample of that
 world. :mod:`evokit.learners`' :class:`~evokit.learners.SkillPolicy` instead *contains*
-``w·log p_T`` in its logits, so p_T sits on both sides of every D_T measurement (issue 13,
-finding 1). This module is the other side only: it samples what a solver is pretrained on.
+``w·log p_T`` in its logits, so p_T sits on both sides of every D_T measurement and "D_T
+predicts pass rate" partly follows from the construction. This module is the other side only: it samples what a solver is pretrained on.
 
 **Modelling choice (stated).** The world is the catalog's documented frequencies: a solved
 step is a pair (σ, κ) drawn with probability

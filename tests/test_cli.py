@@ -249,7 +249,7 @@ def test_serve_llm_prints_its_endpoint_and_stops_cleanly_on_ctrl_c(tmp_path):
     """`evokit serve-llm` starts the bundled llama.cpp + SmolLM2 endpoint, prints the --model/--api-base
     to pass to other commands, answers on that endpoint, and on Ctrl-C (SIGINT) stops the server and
     exits 0, leaving nothing listening — also when Ctrl-C keeps being pressed until the process is gone
-    (a late one used to land in interpreter shutdown, where CPython restores SIG_DFL: exit -2 in CI)."""
+    (a late one can land in interpreter shutdown, where CPython restores SIG_DFL: exit -2)."""
     import signal
     import urllib.request
 

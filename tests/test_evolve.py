@@ -113,7 +113,7 @@ def test_reviewer_rejects_with_reasons():
 
 
 def test_the_d_t_gate_is_a_parameter(seed_dirs, tmp_path):
-    """Gate off: the reviewer no longer rejects an edit for not raising D_T (its other rules stay), the
+    """Gate off: the reviewer does not reject an edit for not raising D_T (its other rules stay), the
     proposer returns edits that lower D_T as well as ones that raise it (measured over 24 proposals), and
     a store records the setting; the default keeps the gate on and the store key of earlier runs."""
     import random
@@ -181,8 +181,8 @@ def test_resume_refuses_other_parameters(seed_dirs, tmp_path):
 
 
 # ------------------------------------------------------------------ pinned outputs for fixed seeds
-# Recorded before the proposer was made faster (score before render, a shared RenderCache, memoised
-# catalog lookups): the speed-ups must leave every choice, and so every stored byte, unchanged.
+# Pinned so that the proposer's speed-ups (score before render, a shared RenderCache, memoised catalog
+# lookups) leave every choice, and so every stored byte, unchanged.
 PINNED_PROPOSALS = "725fb99df323aa949cb3a5ec787a4de75a2b4353db3832c14cb12e778946d369"
 PINNED_STORES = {
     "high": (EvolveConfig(generations=3), 3, [

@@ -305,7 +305,7 @@ def test_one_config_with_the_papers_values_and_doctests():
     assert doctest.testmod(evokit.genenv.reward).attempted > 0
 
 
-# ------------------------------------------------------------------ issue 13: D_train replay, weights, static pool
+# ------------------------------------------------------------------ D_train replay, weights, static pool
 def _trace(epoch: int, task: str, reward: float, i: int) -> dict:
     step = {"scenario": "access-log", "goal": [1], "candidates": ["topk-count"], "choice": 0, "skill": "topk-count",
             "logp": -0.1}

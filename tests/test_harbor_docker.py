@@ -5,7 +5,7 @@
 one; ``make engine`` installs docker.io and compose v2). What they show:
 
 * stock ``harbor run -e docker`` refuses every evokit task on a machine without a registry
-  (finding 1 of issue 14) — if a Harbor upgrade changes that, this test says so;
+  (its egress sidecar images cannot be pulled) — if a Harbor upgrade changes that, this test says so;
 * with ``--env evokit.sandbox.harbor_docker:OfflineDockerEnvironment`` (Harbor's docker
   environment + ``network_mode: none`` + ``init: true``) the examples, procedural seeds and
   evolved offspring score oracle 1.0 and nop 0.0;
@@ -64,7 +64,7 @@ def rewards(results: list[dict]) -> dict[str, float | str]:
 
 
 def test_stock_harbor_docker_refuses_evokit_tasks_offline(docker_daemon, tmp_path):  # noqa: F811
-    """Finding 1: Harbor's egress sidecar images cannot be pulled here, so no-network is refused."""
+    """Harbor's egress sidecar images cannot be pulled here, so no-network is refused."""
     env = {**os.environ, "HARBOR_TELEMETRY": "0", "COLUMNS": "300"}
     res = subprocess.run([HARBOR, "run", "-p", str(EXAMPLES / "csv-quoted-ledger"), "-a", "oracle", "-e", "docker",
                           "-o", str(tmp_path / "jobs"), "-y"], capture_output=True, text=True, env=env, timeout=300)

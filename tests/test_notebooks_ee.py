@@ -1,5 +1,5 @@
 """The EE notebooks run end to end (marked ``notebooks``): each runs at smoke sizes with papermill and
-records issue 13's claims, fixed before the first run, as estimates over 5 evolution seeds with bootstrap
+records the EE claims, fixed before the first run, as estimates over 5 evolution seeds with bootstrap
 95 % intervals in its summary.json (static shape of every notebook: test_notebooks_static.py).
 
 * claim 1, effort (``ee_effort``): within 8 generations the population's mean pass rate reaches 0 for high
@@ -13,7 +13,7 @@ records issue 13's claims, fixed before the first run, as estimates over 5 evolu
 
 Each test first checks that the summary's verdict follows from its own intervals (a summary that says
 "yes" over an interval that crosses 0 fails), then asserts what this run measured — where a claim did
-not hold, that it is recorded as "no" with the numbers that make it so (issue 13: failure is a result).
+not hold, that it is recorded as "no" with the numbers that make it so (a claim that fails is a result).
 
 Not asserted, because they follow from the code alone: that D_T rises at every edit where the D_T gate is
 on (evokit.evolve.review rejects edits that do not: tested there), that every stored environment was

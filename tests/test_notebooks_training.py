@@ -55,7 +55,7 @@ def genenv_runs(tmp_path_factory) -> Path:
 
 @pytest.mark.xdist_group("genenv-study")
 def test_genenv_alpha(tmp_path, monkeypatch, genenv_runs):
-    """GenEnv's α-zone (issue 13, claim 7, fixed before the first run), 5 seeds: NOT reproduced at this scale.
+    """GenEnv's α-zone (claim 7, fixed before the first run), 5 seeds: NOT reproduced at this scale.
 
     Claim: the learning simulator's success over the last third of epochs lies in [0.4, 0.6] for ≥ 4 of 5 seeds,
     the random simulator's does not, and the mean plan length does not fall below its first epoch's. Measured
@@ -78,7 +78,7 @@ def test_genenv_alpha(tmp_path, monkeypatch, genenv_runs):
 
 @pytest.mark.xdist_group("genenv-study")
 def test_genenv_vs_random(tmp_path, monkeypatch, genenv_runs):
-    """GenEnv vs a random simulator (issue 13, claim 8, fixed before the first run), paired over 5 seeds: a TIE.
+    """GenEnv vs a random simulator (claim 8, fixed before the first run), paired over 5 seeds: a TIE.
 
     Claim: more fully solved and fewer unsolved tasks per batch (the paper's +3.5 % / −20.3 %). Measured on the
     runs of genenv_alpha: learning − random, fully solved per batch +0.033 [−0.067, +0.133], unsolved per batch
@@ -157,7 +157,7 @@ def test_ee_methods(tmp_path, monkeypatch):
 
 @pytest.mark.xdist_group("genenv-study")
 def test_genenv_data_efficiency(tmp_path, monkeypatch, genenv_runs):
-    """GenEnv's data efficiency on the independent benchmark (issue 13, claim 9, fixed before the first run),
+    """GenEnv's data efficiency on the independent benchmark (claim 9, fixed before the first run),
     paired over 5 seeds: a TIE.
 
     Claim: GenEnv's agent scores above static augmentation, the random simulator and the untrained base model

@@ -1,4 +1,4 @@
-"""``ee_transfer`` (issue 13, claim 10) runs end to end at smoke size and records what it measured.
+"""``ee_transfer`` (claim 10) runs end to end at smoke size and records what it measured.
 
 The notebook runs with papermill (``run_notebook`` of tests/test_notebooks_training.py: smoke sizes,
 results and figures in a temporary folder). The test checks three things:

@@ -1,11 +1,11 @@
-"""The adversarial battery of issue 11 (verifier, trial and rollout side): no agent forges its reward.
+"""The adversarial battery (verifier, trial and rollout side): no agent forges its reward.
 
-Each test is one attack *class*, played as the agent against a real task in the local sandbox
+Each test is one attack *class* of docs/trust-model.md, played as the agent against a real task in the local sandbox
 (an example task, ``examples/tasks/csv-quoted-ledger``, and a procedural task rendered from a
 three-step plan), as root and, where a non-root agent can try it, as uid ``nobody``. The agent
 is a scripted policy that runs the attack's shell commands: these tests are about the harness,
-not the policy. Every attack succeeded against the code before this battery (reward 1.0, or a
-self-inflicted ``masked=True``); each must now score reward 0 and not be masked. An honest
+not the policy. Each attack wins against a naive harness (reward 1.0, or a self-inflicted
+``masked=True``); here each must score reward 0 and not be masked. An honest
 control (the task's reference solution through the same path) scores 1, so a harness that
 always says 0 fails here too. After every sandbox, nothing of it may be left on the host
 (processes, mounts, state dir, cgroups).
@@ -131,15 +131,15 @@ def test_honest_control_scores_one(tasks, which):
     assert_zero(attack(task, image))
 
 
-# ---------------------------------------------------------------- class 1: in-band output parsing
+# ---------------------------------------------------------------- in-band markers
 @pytest.mark.parametrize("user", [None, NOBODY])
 @pytest.mark.parametrize("which", ["example", "procedural"])
-def test_class1_forged_reward_marker_in_test_output(tasks, which, user):
-    """The old harness parsed ``@@evokit-reward-file`` markers out of the tests' stdout, which a
-    file literally named ``$LOG`` linked to /dev/stdout let the agent write into (reward 1.0 on the
+def test_in_band_reward_marker_in_test_output(tasks, which, user):
+    """A harness that parsed ``@@evokit-reward-file`` markers out of the tests' stdout would let the
+    agent write one through a file literally named ``$LOG`` linked to /dev/stdout (reward 1.0 on the
     example task, whose ``diff`` prints the answer file; the procedural task's tests print only
-    file names, so there the old code had no channel). Now nothing the tests print is parsed: the
-    reward is read from the verifier's reward file."""
+    file names, so there it has no channel). Nothing the tests print is parsed: the reward is read
+    from the verifier's reward file."""
     task, image = tasks[which]
     forged = "@@evokit-reward-file reward.json\\neyJyZXdhcmQiOiAxfQ==\\n"  # base64 of {"reward": 1}
     cmds = [f"printf '{forged}' > {out}" for out, _ in outputs(task)]
@@ -148,9 +148,9 @@ def test_class1_forged_reward_marker_in_test_output(tasks, which, user):
     assert_zero(r)
 
 
-def test_class1_test_and_oracle_output_are_kept(tmp_path):
-    """The ``$LOG`` quoting bug is gone: the tests' output is in /logs/verifier/test-stdout.txt,
-    the oracle's in /logs/agent/oracle.txt, exit statuses in trial.json; a failing solve.sh's
+def test_verifier_and_oracle_output_are_kept(tmp_path):
+    """The tests' output is kept in /logs/verifier/test-stdout.txt (never parsed), the oracle's in
+    /logs/agent/oracle.txt, exit statuses in trial.json; a failing solve.sh's
     first lines are the verdict's reason."""
     v = verify_task(EXAMPLE, VerifyConfig(log_root=tmp_path / "logs", determinism_runs=1))
     assert v.passed, v.failures
@@ -167,10 +167,10 @@ def test_class1_test_and_oracle_output_are_kept(tmp_path):
     assert c["oracle"].reason.startswith("solve.sh exited 2: sed: can't read /app/no-such-file"), c["oracle"].reason
 
 
-# ---------------------------------------------------------------- class 2: answer-key symlinks
+# ---------------------------------------------------------------- answer-key link
 @pytest.mark.parametrize("user", [None, NOBODY])
 @pytest.mark.parametrize("which", ["example", "procedural"])
-def test_class2_answer_key_symlink(tasks, which, user):
+def test_answer_key_symlink(tasks, which, user):
     """Output files that are links to the (not yet uploaded) answer keys under /tests."""
     task, image = tasks[which]
     links = "; ".join(f"ln -sf {key} {out}" for out, key in outputs(task))
@@ -179,14 +179,14 @@ def test_class2_answer_key_symlink(tasks, which, user):
     assert "refused" in (r.error or "") or "missing" in (r.error or "") or r.error is None
 
 
-def test_class2_answer_key_symlink_relative_and_through_a_dir(tasks):
+def test_answer_key_symlink_relative_and_through_a_dir(tasks):
     """The same with a relative link chain and a linked output directory."""
     task, image = tasks["procedural"]
     r = attack(task, image, ("rm -rf /app/out && ln -s ../tests/expected /app/out", None))
     assert_zero(r)
 
 
-# ---------------------------------------------------------------- class 3: trojaned tools
+# ---------------------------------------------------------------- trojaned tools
 TROJANS = {
     "diff": "printf '#!/bin/sh\\nexit 0\\n' > /usr/bin/diff && chmod 755 /usr/bin/diff",
     "sh": """cp /usr/bin/dash /usr/bin/real-dash
@@ -203,21 +203,21 @@ printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/diff && chmod 755 /usr/local/bin
 
 @pytest.mark.parametrize("trojan", sorted(TROJANS))
 @pytest.mark.parametrize("which", ["example", "procedural"])
-def test_class3_trojaned_tools(tasks, which, trojan):
+def test_trojaned_tools(tasks, which, trojan):
     """A root agent replaces /usr/bin/diff, /bin/sh (dash) or plants dotfiles and a PATH-earlier diff.
     (As uid nobody none of these paths is writable; the class needs root.)"""
     task, image = tasks[which]
     assert_zero(attack(task, image, (make_outputs(task), None), (TROJANS[trojan], None)))
 
 
-# ---------------------------------------------------------------- class 4: reward daemons
+# ---------------------------------------------------------------- reward daemons
 DAEMON = ("setsid sh -c 'while :; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; "
           "echo \"{\\\"reward\\\": 1}\" > /logs/verifier/reward.json 2>/dev/null; sleep 0.01; done' "
           "> /dev/null 2>&1 < /dev/null &")
 
 
 @pytest.mark.parametrize("user", [None, NOBODY])
-def test_class4_reward_daemon_in_a_rollout(tasks, user):
+def test_reward_daemon_in_a_rollout(tasks, user):
     """A detached daemon that keeps writing reward 1 (evokit's own rollout path)."""
     task, image = tasks["example"]
     assert_zero(attack(task, image, (DAEMON, user)))
@@ -225,7 +225,7 @@ def test_class4_reward_daemon_in_a_rollout(tasks, user):
 
 
 @pytest.mark.parametrize("user", ["root", NOBODY])
-def test_class4_reward_daemon_under_harbors_trial(tmp_path, user):
+def test_reward_daemon_under_harbors_trial(tmp_path, user):
     """Through Harbor's ``Trial`` on ``BubblewrapEnvironment`` (shared mode, Harbor's default): the
     'oracle' solution starts the daemon and never writes the answer. The daemon keeps running while
     Harbor's verifier runs (shared mode keeps the agent's processes, as Harbor does), but the tests
@@ -249,7 +249,7 @@ def test_class4_reward_daemon_under_harbors_trial(tmp_path, user):
     assert result.verifier_result.rewards == {"reward": 0.0}
 
 
-# ---------------------------------------------------------------- class 5: self-masking
+# ---------------------------------------------------------------- self-masking, sandbox damage
 # pid 1 is the harness's anchor: it ignores signals from inside, so the agent also kills every
 # other process it can reach (helpers the tests may need) before it gives up.
 KILL_ANCHOR = "kill -9 1; kill -STOP 1; kill -9 -1; sleep 1"
@@ -263,7 +263,7 @@ SABOTAGE = {
 @pytest.mark.parametrize("mode", ["separate", "shared"])
 @pytest.mark.parametrize("sabotage", sorted(SABOTAGE))
 @pytest.mark.parametrize("which", ["example", "procedural"])
-def test_class5_self_masking(tasks, which, sabotage, mode):
+def test_self_masking(tasks, which, sabotage, mode):
     """Sabotage of the agent's own sandbox (a reward path made a directory, the anchor and every other
     process signalled, tools the tests need deleted) scores 0, never ``masked=True`` (left out of the
     loss), with the verifier in a fresh sandbox or in the agent's own."""
@@ -280,7 +280,7 @@ def small_task(tmp_path: Path, memory_mb: int, storage_mb: int) -> Task:
 
 
 @pytest.mark.parametrize("mode", ["separate", "shared"])
-def test_class5_disk_filled(tasks, tmp_path, mode):
+def test_sandbox_damage_disk_filled(tasks, tmp_path, mode):
     """An agent that fills its disk (the workdir and /tmp) scores 0, not masked."""
     task = small_task(tmp_path, 256, 24)
     r = attack(task, tasks["example"][1], ("dd if=/dev/zero of=/app/fill bs=1M 2>/dev/null; "
@@ -289,7 +289,7 @@ def test_class5_disk_filled(tasks, tmp_path, mode):
     assert_zero(r)
 
 
-def test_class5_oom_takes_the_sandbox(tasks, tmp_path):
+def test_sandbox_damage_oom_takes_the_sandbox(tasks, tmp_path):
     """An agent that fills its memory until the OOM killer takes its sandbox scores 0, not masked."""
     task = small_task(tmp_path, 64, 512)
     r = attack(task, tasks["example"][1], ("dd if=/dev/zero of=/dev/shm/fill bs=1M count=60 2>/dev/null; "
@@ -343,8 +343,8 @@ def test_masked_only_for_harness_faults(tasks, monkeypatch):
         assert r.masked and r.reward is None and r.mask_reason.startswith(reason), r.mask_reason
 
 
-# ---------------------------------------------------------------- class 12a: tests/ is a symlink
-def test_class12a_symlinked_tests_dir_is_not_uploaded(tmp_path, tasks):
+# ---------------------------------------------------------------- host files: tests/ is a symlink
+def test_symlinked_tests_dir_is_not_uploaded(tmp_path, tasks):
     """A ``tests/`` that is a symlink (to a host dir holding a secret) uploads nothing: Harbor's
     loader refuses one that leaves the task folder, and the trial refuses any symlinked
     ``tests/`` (e.g. one swapped in after the task was loaded)."""

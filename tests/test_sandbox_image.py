@@ -354,7 +354,7 @@ ENV PATH=/opt/v/bin:$PATH
         assert out == "0.9.0"
 
 
-# ---------------------------------------------------------------- issue 11: host resources, cache
+# ---------------------------------------------------------------- host files: host resources, cache
 def _reset_peak_rss() -> None:
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # resets VmHWM (peak RSS) of this process

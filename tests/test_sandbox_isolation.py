@@ -267,7 +267,7 @@ def test_stop_with_processes_mid_exec_cleans_up(base_image):
     assert not th.is_alive() and "done" not in out["res"].stdout
 
 
-# ---------------------------------------------------------------- kernel keyrings (class 7)
+# ---------------------------------------------------------------- kernel keyrings (reward daemons)
 @pytest.fixture(scope="module")
 def keyring_image(sandbox_cache, tmp_path_factory):
     """The base image plus the host's ``keyctl`` (keyutils) binary and library, copied in offline."""
@@ -329,7 +329,7 @@ def test_sandboxes_cannot_pass_messages_through_keys(keyring_image, user):
     assert name not in Path("/proc/keys").read_text()
 
 
-# ---------------------------------------------------------------- host network (class 8)
+# ---------------------------------------------------------------- network: host loopback, abstract sockets
 class HostServers:
     """A TCP server on the host's 127.0.0.1 and an abstract unix socket, both recording accepts."""
 
@@ -500,10 +500,10 @@ def test_public_sandbox_and_build_step_leave_host_mounts_alone(base_image, sandb
 @pytest.mark.parametrize("user", ["root", "agent"])
 def test_kill_commands_leaves_no_survivor_a_moment_to_act(base_image, user):
     """Between the agent phase and the verifier, ``kill_commands`` ends every agent process.
-    Killed one at a time, a shell whose ``sleep`` died first ran its next command (here: an
+    Killed one at a time, a shell whose ``sleep`` dies first runs its next command (here: an
     echo standing for a forged reward) before its own SIGKILL; a respawning watchdog likewise.
     Everything is stopped before anything is killed, so nothing runs after the call. (With 150
-    chains the old one-at-a-time kill let an echo through in 2 of 3 rounds, measured.)"""
+    chains a one-at-a-time kill lets an echo through in 2 of 3 rounds, measured.)"""
     with running(base_image) as s:
         for _ in range(3):
             assert agent(s, "rm -f /tmp/flag; for i in $(seq 150); do (sleep 300; echo $i >> /tmp/flag) >/dev/null 2>&1 &"

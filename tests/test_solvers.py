@@ -1,4 +1,4 @@
-"""Solvers pretrained on data (issue 13): they never read p_T, differ in where they fail (real
+"""Solvers pretrained on data: they never read p_T, differ in where they fail (real
 sandbox, 5 seeds), and with retries on spend more turns on harder tasks (real sandbox, 5 seeds).
 
 Task sets are fixed by a rule stated before any run (rarest / commonest pairs of the catalog's

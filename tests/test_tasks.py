@@ -560,7 +560,7 @@ def test_tb2_style_fixture_loads() -> None:
     assert task.config.environment.storage_mb == 4096
 
 
-# ------------------------------------------------------------------ issue 11, class 9: instructions
+# ------------------------------------------------------------------ host files: instructions
 def _peak_rss_after(fn) -> int:
     """Growth of this process's peak RSS (VmHWM, reset first) while ``fn`` runs."""
     with open("/proc/self/clear_refs", "w") as f:
@@ -576,7 +576,7 @@ def _peak_rss_after(fn) -> int:
 
 def test_huge_fifo_or_linked_instruction_is_refused_before_it_is_read(task: Path, tmp_path: Path) -> None:
     """A 100 MB instruction.md is refused with the file and the 1 MiB cap named, without reading it
-    (peak RSS grows < 16 MiB; it used to cost 1.1 GB); a FIFO is refused, not read forever; a symlink
+    (peak RSS grows < 16 MiB; reading it costs 1.1 GB); a FIFO is refused, not read forever; a symlink
     (to a host secret) is refused. open_task (the sandbox/trial path) applies the same checks."""
     from evokit.sandbox.task_env import sandbox_for_task
     from evokit.tasks.folder import MAX_INSTRUCTION_BYTES, open_task

@@ -19,8 +19,8 @@ candidate. Neither changes which edit a seed chooses (``tests/test_evolve.py`` p
 
 **The D_T gate** (``difficulty_gate``, default on: EvolveConfig.difficulty_gate). With it, a
 candidate must raise D_T and its direction's part of D_T, and is chosen in proportion to that
-gain. Without it (issue 13: where a figure reports D_T, its rise must be a measurement, not a
-rule), the proposer keeps only its rarity-weighted drawing of new steps and returns the first
+gain. Without it (where a figure reports D_T, its rise must be a measurement, not a rule), the
+proposer keeps only its rarity-weighted drawing of new steps and returns the first
 candidate that renders: whether D_T rises is then measured, not guaranteed.
 """
 
@@ -204,7 +204,7 @@ class ProceduralProposer:
             if not options:
                 return None
             s2 = self._pick(rng, options, lambda s, k=st.skill: self._d(s, k))
-            # A new situation has its own data: the step no longer reads an earlier output.
+            # A new situation has its own data, so the step reads no earlier output.
             repl[i] = Step(s2, st.skill, (("data", fresh_key(plan, j)),))
         return Edit(replace_steps(plan, repl), "scenario", effort, tuple(sorted(repl)))
 

@@ -11,7 +11,7 @@ Rules (each returns a reason when it fails):
   and so does the part of it the direction targets (L for length, the scenario term, the skill
   term). With the gate off (``EvolveConfig.difficulty_gate = False``) this rule is not applied, so
   that a figure which reports D_T across generations measures whether edits raise it instead of
-  showing a rule of the harness (issue 13: "every edit raised D_T" was true by construction);
+  showing a rule of the harness (with the rule on, "every edit raises D_T" is true by construction);
 * ``novel``: the plan is no copy of an environment already in the lineage.
 """
 

@@ -108,7 +108,7 @@ def export_sft_dataset(pools: Pools, path: str | Path, prompt: Callable[[str], s
     """Write the weighted D_env as JSONL rows {"prompt", "completion", "weight"} for TRL's SFTTrainer.
 
     ``completion`` is the plan as JSON text (:meth:`Plan.to_json`). Training an LLM simulator on
-    it (with the weight in the loss and a KL to the initial model) is issue 5's TRL part.
+    it (with the weight in the loss and a KL to the initial model) is :mod:`evokit.trl_trainer.simulator`'s part.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

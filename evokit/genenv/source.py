@@ -72,8 +72,8 @@ class GenEnvConfig:
        (per-step KL capped)": here ``kl_coef``·KL(π_env ‖ π_init) in the objective and a trust
        region KL(new ‖ previous) ≤ ``max_step_kl`` on every step; ``sim_lr`` is large enough that
        the cap, not the learning rate, sets the step. A cap on the *total* KL to π_init
-       (``max_kl``) is off by default: with one it pinned the simulator at the cap once it had
-       moved, so it could no longer follow the learner (measured before issue 13 with ``max_kl=2``).
+       (``max_kl``) is off by default: with one the simulator sits at the cap once it has moved,
+       so it cannot follow the learner (measured with ``max_kl=2``).
     2. *An empty data set* still takes the KL term's step (:func:`evokit.genenv.simulator.rwr_update`):
        dropped batches contribute nothing to the weighted likelihood, the penalty remains, pulling
        the simulator back towards π_init.
@@ -81,7 +81,7 @@ class GenEnvConfig:
        rollouts, so it moves in steps of 1/(tasks_per_batch·B). With 2 tasks × 5 rollouts (the
        studies' smoke size) the filter keeps p̂ ∈ {0.4, 0.5, 0.6} with weights e^0.82 and e^1; with
        2 × 8 (B = 8) it keeps five values of p̂ and three weights: RWR is weighted, not plain
-       maximum likelihood. (Issue 13: one task × 5 rollouts kept only p̂ ∈ {0.4, 0.6}, which weigh
+       maximum likelihood. (One task × 5 rollouts would keep only p̂ ∈ {0.4, 0.6}, which weigh
        the same.) The batch step records the spread of the weights. The paper's random baseline
        uses 4 variations per prompt; the default 2 fits the CLI's 2 tasks per step.
     4. *RWR on the accumulated pool D_env* (``sim_data="pool"``): each epoch's RWR step is taken on

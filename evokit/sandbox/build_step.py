@@ -135,7 +135,7 @@ def run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin:
 def neutralise_layer(upper: Path, where: str = "") -> list[str]:
     """Strip what a build step must not leave in the host's layer cache; return what it changed.
 
-    Issue 11, class 10: a ``RUN chmod u+s /bin/bash`` or ``RUN mknod`` stored a set-uid root
+    Why (host files): a ``RUN chmod u+s /bin/bash`` or ``RUN mknod`` would store a set-uid root
     shell or a device node on the host's disk. In every layer a step stores:
 
     * set-uid / set-gid bits of files are cleared (a set-gid *directory* only sets the group

@@ -19,9 +19,9 @@ ROOT = Path("/sys/fs/cgroup")
 _V1_CONTROLLERS = ("memory", "pids", "cpu")
 
 
-#: The accepted range of each limit (issue 11, class 9): ``0`` or a negative value used to
-#: mean "unlimited" without a word, ``10**12`` MB was accepted, and ``memory_mb = -1`` or
-#: ``cpus = 0.001`` crashed the sandbox at start. Outside the range is a :class:`LimitsError`
+#: The accepted range of each limit, so that a task cannot take the host's resources: ``0`` or a
+#: negative value must not mean "unlimited" without a word, ``10**12`` MB is no limit, and
+#: ``memory_mb = -1`` or ``cpus = 0.001`` crash the sandbox at start. Outside the range is a :class:`LimitsError`
 #: naming the field. The minimums are what a sandbox needs to start at all (cpus: the
 #: kernel's smallest CFS quota, 1 ms per 100 ms period); the maximums are far beyond any
 #: machine, so only a typo or an adversarial task reaches them.

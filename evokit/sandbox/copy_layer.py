@@ -50,8 +50,8 @@ def copy_tar(context: Path, ins: df.Instruction, variables: dict[str, str], work
              root: Path, where: str) -> tuple[io.BufferedRandom, str]:
     """The tar stream that ``COPY``/``ADD`` extracts at ``/`` of ``image`` (the layers so far), and its sha256.
 
-    Written to an unnamed temp file in the (0700) cache, never to memory (issue 11, class 9:
-    a 1 GiB sparse file cost 1 GiB of host RSS); the caller closes it.
+    Written to an unnamed temp file in the (0700) cache, never to memory (host files: in memory
+    a 1 GiB sparse file costs 1 GiB of host RSS); the caller closes it.
     """
     sources, dest = df.parse_copy_args(df.substitute(ins.args, variables))
     if not dest.startswith("/"):  # relative to WORKDIR; keep a trailing "/" (it means "a dir")

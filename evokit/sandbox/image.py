@@ -71,7 +71,7 @@ def cache_root() -> Path:
 def secure_cache_root(root: Path) -> Path:
     """Make ``root`` (if missing) mode 0700 and narrow it to 0700 if it is wider.
 
-    Why (issue 11, class 10): the cache holds whole root filesystems with Debian's own
+    Why (host files): the cache holds whole root filesystems with Debian's own
     set-uid binaries (``su``, ``mount``), written as root; under a world-readable path an
     unprivileged host user could run them. A root owned by another user is refused: they
     could swap the layers the sandboxes run on.

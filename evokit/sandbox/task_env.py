@@ -24,7 +24,7 @@ def limits_from_config(env: EnvironmentConfig, *, pids: int | None = 1024, where
     """Harbor's ``[environment]`` cpus / memory_mb / storage_mb → :class:`Limits` (with defaults).
 
     Only a field left out gets the default: ``memory_mb = 0`` is an error naming the field
-    (it used to become the default, and ``cpus = 0`` meant unlimited), as is anything outside
+    (taken as the default or as "unlimited", a typo would pass unnoticed), as is anything outside
     :data:`evokit.sandbox.cgroup.LIMIT_RANGES`.
     """
     try:

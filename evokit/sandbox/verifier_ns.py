@@ -28,7 +28,7 @@ that pid 1, and the kernel kills every process of the namespace with it.
 What remains of the shared mode's weakness, stated: the tests run on the agent's filesystem
 (its ``/usr/bin``, ``/tmp``, ``/dev/shm``), so a daemon or a root agent can still change what
 the tests *read* (trojaned tools, files swapped under them, a renamed ``/tests`` mountpoint), but
-no longer what the harness reads as the reward, and never the tests' processes.
+not what the harness reads as the reward, and never the tests' processes.
 """
 
 from __future__ import annotations

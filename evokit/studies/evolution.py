@@ -65,7 +65,7 @@ class EvolutionStudy:
 
     evolution_seeds: tuple[int, ...] = (0, 1, 2, 3, 4)  # independent replications (claims: ≥ 5)
     n_seeds: int = 1  # seed tasks (lineages) per evolution seed
-    generations: int = 8  # EE: 15; smoke ≥ 8 (issue 13)
+    generations: int = 8  # EE: 15; smoke ≥ 8 (claim 1's horizon)
     efforts: tuple[str, ...] = ("low", "high", "max")
     directions: tuple[str, ...] = ("all",)  # "all": EE's shuffled schedule; or pinned directions
     difficulty_gate: bool = True  # the D_T gate of the proposer and reviewer (module docstring, 4)

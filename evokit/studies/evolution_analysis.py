@@ -4,7 +4,7 @@
 environment's evolution seed, D_T and its parts, its edit's mutation, and the solver population's
 pass rate and turns (mean and per solver). Here: the change each accepted edit made
 (:func:`edit_rows`), population curves per generation with across-seed intervals
-(:func:`seed_curves`), and the three claims of issue 13 as summaries with intervals from
+(:func:`seed_curves`), and the three claims (stated before any run) as summaries with intervals from
 :mod:`evokit.stats` (the unit of resampling is the evolution seed): effort (:func:`effort_claim`),
 directions / EE Table 1 (:func:`direction_claim`, :func:`table1`) and calibration
 (:func:`calibration_claim`). All pure functions of rows.
@@ -120,7 +120,7 @@ def curves(rows: Sequence[dict], by: Sequence[str] = ("setting",),
 
 # ------------------------------------------------------------------------- claim 1: effort
 def effort_claim(rows: Sequence[dict]) -> dict:
-    """Issue 13, claim 1: within the horizon the population's mean pass rate reaches 0 for high and max and
+    """Claim 1: within the horizon the population's mean pass rate reaches 0 for high and max and
     not for low; max reaches 0 no later than high.
 
     "Reaches 0 at generation g": the across-seed mean of the population pass rate is 0 at g (every seed's
@@ -162,7 +162,7 @@ def effort_claim(rows: Sequence[dict]) -> dict:
 
 # ---------------------------------------------------------------------- claim 2: directions
 def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS) -> dict:
-    """Issue 13, claim 2: one high-effort step along each pinned direction lowers the pass rate (interval
+    """Claim 2: one high-effort step along each pinned direction lowers the pass rate (interval
     below 0) and raises turns per trajectory (interval above 0). Per direction: intervals over evolution
     seeds of the per-seed mean change after one step (generation 1) and over all edits, the share of edits
     that raised D_T and the direction's own part of it (a measurement where the D_T gate is off)."""
@@ -253,7 +253,7 @@ def _zero_if_nan(x: float) -> float:
 
 
 def calibration_claim(rows: Sequence[dict], solvers: Sequence[str]) -> dict:
-    """Issue 13, claim 3: Spearman ρ(D_T, pass rate) < 0 for each solver, and within equal-length strata.
+    """Claim 3: Spearman ρ(D_T, pass rate) < 0 for each solver, and within equal-length strata.
 
     Over distinct environments (by content, per evolution seed), pooled over seeds; the interval is a
     bootstrap over evolution seeds (a seed's environments resampled together, through

@@ -1,7 +1,7 @@
 """GenEnv's studies: the co-evolution loop (learning vs random simulator vs static augmentation) and the theory.
 
 One study, :class:`GenEnvStudy`, serves three notebooks (papers.md, "GenEnv"): ``genenv_alpha``
-(claim 7 of issue 13, the α-zone), ``genenv_vs_random`` (claim 8, fully solved and unsolved tasks
+(claim 7, the α-zone), ``genenv_vs_random`` (claim 8, fully solved and unsolved tasks
 per batch) and ``genenv_data_efficiency`` (claim 9, the independent benchmark). Per seed it runs
 the same agent, by the same loop (:func:`evokit.train.train` on :class:`evokit.genenv.GenEnvSource`),
 against each *arm*:
@@ -13,7 +13,7 @@ against each *arm*:
 
 Every arm's agent also trains on its accumulating pool D_train (``replay``; :class:`evokit.genenv.GenEnvConfig`).
 
-**The agent is pretrained from data, not from p_T** (issue 13, finding 1): per seed a solver is
+**The agent is pretrained from data, not from p_T** (so D_T and the agent do not share p_T): per seed a solver is
 pretrained on a seeded corpus of solved steps drawn from the world's frequencies
 (:func:`evokit.solvers.pretrain`, the ``world`` mixture, :data:`evokit.solvers.CORPUS_SIZE` steps),
 as GenEnv starts from a base model; its logits contain no log p_T. The simulator is initialised
@@ -271,7 +271,7 @@ def vs_random_summary(frame: pd.DataFrame) -> dict:
 
 
 def weights_summary(frame: pd.DataFrame) -> dict:
-    """How much the RWR weights of the learning simulator's kept batches differ (issue 13, finding 5)."""
+    """How much the RWR weights of the learning simulator's kept batches differ (whether RWR is weighted, not plain likelihood)."""
     g = frame[frame.arm == "learning"]
     kept = g[g.weights_n > 0]
     return {"epochs_with_kept_batches": int(len(kept)), "epochs": int(len(g)),

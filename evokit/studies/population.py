@@ -6,7 +6,7 @@ strong reference models over 8 rollouts**. Here the reference models are the sol
 mixtures; none of them reads p_T, the distribution D_T is defined by), and each rollout may read
 its command's exit status and printed result and retry another technique (``attempts``), so the
 turns a trajectory takes depend on how hard its steps are for the solver: turns are measured,
-not the plan's length by construction (issue 13, findings 1 and 2).
+not the plan's length by construction.
 
 Departures, stated once: the reference models are CPU learners that choose a technique per step
 from a bag of words of its sentence, not frontier models; the turn budget is the plan's steps ×

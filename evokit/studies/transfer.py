@@ -1,4 +1,4 @@
-"""Difficulty transfer (issue 13, claim 10): is evolved difficulty the solvers' common ground, and mined difficulty one solver's own?
+"""Difficulty transfer (claim 10): is evolved difficulty the solvers' common ground, and mined difficulty one solver's own?
 
 EE's central argument (papers.md, "why a task is hard, independent of the solver") is that editing
 a task along length, scenario rarity and skill rarity makes it hard *in the world's terms* (D_T),
@@ -25,7 +25,7 @@ pipeline with its own seed ``study.repetition_seed(r)``:
    bank's rollouts (so A's failures that built the bank are not re-counted as its pass rate).
 
 The drop of solver s on arm a in repetition r is pass(s, seeds) − pass(s, a). The claims, fixed
-before the first run (issue 13), are read by :func:`transfer_summary` from per-repetition values:
+before the first run, are read by :func:`transfer_summary` from per-repetition values:
 
 * **EE lowers A, B and C alike**: every drop's interval lies above 0 and each solver's drop is within
   a factor 2 of the mean drop over solvers, i.e. the intervals of drop_s − mean/2 and of 2·mean − drop_s
@@ -74,7 +74,7 @@ ARMS = ("seeds", "ee", "coevolution")  # the seed tasks, EE's offspring, co-evol
 class TransferStudy:
     """Claim 10's sizes and settings (``study.json`` records them; the notebook's parameters override them)."""
 
-    repetitions: int = 5  # independent repetitions of the whole pipeline (issue 13: ≥ 5 seeds)
+    repetitions: int = 5  # independent repetitions of the whole pipeline (every claim: ≥ 5 seeds)
     n_seeds: int = 5  # seed tasks (and lineages) per repetition (EE: 500)
     seed_steps: tuple[int, int] = (MIN_STEPS, MAX_STEPS)  # the kit's seed lengths (evokit.seeds)
     generations: int = 2  # EE generations per lineage (EE: 15); each lineage's last environment is the EE arm
@@ -87,7 +87,7 @@ class TransferStudy:
 
     def __post_init__(self):
         if self.repetitions < 2:
-            raise ValueError(f"repetitions must be ≥ 2 for an interval (issue 13 asks ≥ 5), not {self.repetitions}")
+            raise ValueError(f"repetitions must be ≥ 2 for an interval (the claims ask ≥ 5), not {self.repetitions}")
         if self.n_seeds < 1 or self.generations < 1 or self.rollouts < 1 or self.bank_rollouts < 1:
             raise ValueError("n_seeds, generations, rollouts and bank_rollouts must be ≥ 1, got "
                              f"{self.n_seeds}, {self.generations}, {self.rollouts}, {self.bank_rollouts}")

@@ -2,7 +2,7 @@
 
 What EE's curricula and method studies share, and how it departs from EE (stated once here):
 
-* **The learner is pretrained on data** (issue 13). Each run's student is a member of the solver
+* **The learner is pretrained on data** (so it does not share p_T with D_T). Each run's student is a member of the solver
   population (:mod:`evokit.solvers`, ``EEStudy.learner``) pretrained on its own corpus drawn
   with the run's seed (:meth:`~evokit.solvers.SolverConfig.reseeded`): it never reads p_T.
   Its pretraining is our stand-in for EE's step 0 (rejection-sampling fine-tuning); GRPO then
@@ -62,7 +62,7 @@ N_DOMAINS = 13  # the catalog's scenario domains: candidates cover each at each 
 class EEStudy:
     """What EE's training studies share (``study.json`` records a study's config; a notebook's parameters override it)."""
 
-    runs: int = 5  # independent runs per claim (issue 13: ≥ 5 seeds)
+    runs: int = 5  # independent runs per claim (every claim: ≥ 5 seeds)
     seed: int = 0  # runs use seeds seed … seed + runs − 1
     n_lineages: int = 4  # seeds (lineages) per run, drawn from the filtered pool (EE: 500)
     generations: int = 3  # EE: 15

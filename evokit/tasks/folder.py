@@ -85,7 +85,7 @@ def _read_config(folder: Path) -> TaskConfig:
 
 
 #: Cap on one instruction file (``instruction.md``, ``steps/<name>/instruction.md``): 1 MiB.
-#: Issue 11, class 9: a 100 MB instruction cost 1.1 GB of host RSS by the time it was a
+#: Why (host files): a 100 MB instruction costs 1.1 GB of host RSS by the time it is a
 #: prompt. Terminal-Bench instructions are a few kB; 1 MiB is already past any model's
 #: context window, so a larger file is a broken or hostile task, refused before it is read.
 MAX_INSTRUCTION_BYTES = 1 << 20

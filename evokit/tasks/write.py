@@ -43,7 +43,7 @@ def default_task_config() -> TaskConfig:
     The verifier is Harbor's ``environment_mode = "separate"`` with ``artifacts = ["/app"]`` (the
     workdir): under Harbor's own ``Trial`` too, the tests then run in a fresh environment holding
     only the agent's work, so a trojaned tool or a planted daemon in the agent's environment never
-    reaches them (issue 11, class 3). evokit's own trials use that mode by default anyway.
+    reaches them (threat classes: trojaned tools, reward daemons). evokit's own trials use that mode by default anyway.
     """
     return TaskConfig(
         artifacts=["/app"],

@@ -36,8 +36,8 @@ through its own fd of the private ``/logs/verifier`` only once every process of 
 phase is gone. The tests run with ``PYTHONSAFEPATH=1`` (set by the harness over the task's
 ``[verifier].env``): their cwd is the task's workdir, i.e. the agent's work, and a
 ``python3 -c``/``-m`` there would otherwise import the agent's ``json.py`` before the standard
-library's (the import-path class). Deviation from Harbor, stated: a test that runs
-``python3 /tests/x.py`` no longer gets ``/tests`` on its import path (pytest inserts its
+library's (the verifier's import path). Deviation from Harbor, stated: a test that runs
+``python3 /tests/x.py`` does not get ``/tests`` on its import path (pytest inserts its
 rootdir itself and is unaffected).
 """
 
