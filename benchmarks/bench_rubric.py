@@ -11,7 +11,7 @@ revision: ``git show main~5:evokit/verify/rubric.py > /tmp/old_rubric.py``) on t
 before/after row.
 
 Usage: ``python benchmarks/bench_rubric.py [--corpus DIR] [--baseline-rubric FILE]``; writes
-results/bench/rubric.json and prints the markdown tables for the README.
+results/bench/rubric.json and prints the markdown tables for docs/verifiers.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A PLR-style curriculum written as one module: replay the most recently failed lineage.
 
-The example of how a new curriculum joins evokit (README, "Adding a curriculum"): one frozen
+The example of how a new curriculum joins evokit (docs/curricula-and-learners.md, "Adding a curriculum"): one frozen
 source class implementing :class:`evokit.sources.TaskSource`, registered by name; the CPU loop
 (:func:`evokit.train.train`) and the TRL path (:func:`evokit.trl_trainer.train_llm`) run it
 unchanged. Not from either paper: it borrows Prioritized Level Replay's idea (Jiang et al., 2021)

@@ -9,7 +9,7 @@ not the rollout: rollouts of one run share its learner and tasks and are not ind
 * :func:`difference` — mean of ``a − b`` with its interval: paired (same seeds on both sides,
   resampled together) when ``paired=True``, else the two sides resampled independently;
 * :func:`verdict` — what an interval says about a sign: ``"above"``, ``"below"`` or ``"overlaps"``
-  (the README's "reproduced here" column is built from these).
+  (the "reproduced" column of the README and docs/notebooks-and-results.md is built from these).
 
 The bootstrap has its own seeded generator, so a summary is a pure function of its rows.
 """

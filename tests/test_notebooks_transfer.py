@@ -15,7 +15,7 @@ results and figures in a temporary folder). The test checks three things:
    cross 0 (drops 0.32 [0.08, 0.54], 0.22 [−0.02, 0.43], 0.41 [0.18, 0.60]); *co-evolution is A's own* is
    **not reproduced** — co-evolution's tasks lowered A's pass rate *less* than B's and C's (A − B −0.22
    [−0.54, 0.09], A − C −0.23 [−0.67, 0.08]); only 0.12 of its steps landed on a pair A had failed in the bank.
-   A change that flips one of these must say why (README's "reproduced here" column reads this summary).
+   A change that flips one of these must say why (the "reproduced" column of the README and docs/notebooks-and-results.md reads this summary).
 """
 
 from __future__ import annotations

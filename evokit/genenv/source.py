@@ -64,7 +64,7 @@ class GenEnvConfig:
     the paper does not say how D_train enters the update). Only the CPU loop (:func:`evokit.train.train`)
     asks for these groups: TRL 1.16's ``GRPOTrainer`` has no input for stored completions, so the
     TRL path (:mod:`evokit.trl_trainer`) fills D_train but updates its LLM agent on-policy only (a
-    second deviation, stated in the README).
+    second deviation, stated in docs/curricula-and-learners.md).
 
     The simulator's step (choices where the paper gives no value):
 

@@ -143,7 +143,7 @@ def neutralise_layer(upper: Path, where: str = "") -> list[str]:
     * device nodes are deleted, except overlayfs whiteouts (character device 0/0), which
       are how a layer records a deletion.
 
-    Decided (stated in the README): this is also what the sandbox sees, so a set-uid
+    Decided (stated in docs/sandbox.md): this is also what the sandbox sees, so a set-uid
     program *installed by a RUN step* (``apt-get install sudo``) runs without its bit
     inside the sandbox, as under ``docker run --security-opt no-new-privileges``. Debian's
     own base rootfs (``su``, ``mount``, ``passwd``) keeps its bits: it is made by mmdebstrap,

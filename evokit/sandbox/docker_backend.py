@@ -160,7 +160,7 @@ class DockerSandbox:
 
     #: Attempts at a container whose setup command succeeds. On this project's machine Docker
     #: 20.10 now and then starts a container whose root looks empty (``sleep``/``sh`` not found,
-    #: exit 127; cause not found, see README "Container engines"); a fresh container works.
+    #: exit 127; cause not found, see docs/container-engines.md); a fresh container works.
     START_ATTEMPTS = 3
 
     def start(self) -> DockerSandbox:

@@ -17,7 +17,7 @@ changes, and nothing else of Harbor's trial replaced:
 * ``main`` gets ``init: true`` (``docker-init`` as pid 1): Harbor's ``sleep infinity`` ignores
   SIGTERM as pid 1, so each teardown otherwise waits out Docker's 10 s stop timeout;
 * a ``main`` container that exits at once with 127 (on this project's machine Docker 20.10 now
-  and then starts a container on a root that looks empty; see README "Container engines") is
+  and then starts a container on a root that looks empty; see docs/container-engines.md) is
   brought up again, at most twice.
 
 Deviation from stock Harbor with a registry: there the sidecar also covers compose services
