@@ -32,8 +32,8 @@ os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HARBOR_TELEMETRY
 
 import torch  # noqa: E402
 
-from evokit import trl_trainer as T  # noqa: E402
-from evokit.sources import InProcess  # noqa: E402
+from evokit import trl_trainer as T
+from evokit.sources import InProcess, source_from  # noqa: E402
 
 SYSTEM = "Solve the task with the bash tool."
 SOLVE = "mkdir -p /app/out && cat /app/step1/hosts.txt | LC_ALL=C sort -u > /app/out/step1.txt"
@@ -57,7 +57,7 @@ def sandbox_step(tok, root: Path, args) -> dict:
     after = [*msgs, {"role": "assistant", "content": "", "tool_calls": [call]}, {"role": "tool", "name": "bash", "content": ""}]
     sampler = T.scripted_sampler(tok, [(_ids(tok, msgs), [(_call(SOLVE), 40.0), (_call("true"), 40.0)]),
                                        (_ids(tok, after), [("Done.<|im_end|>", 40.0)])])
-    sched = T.source_from("random", tasks=tasks)
+    sched = source_from("random", tasks=tasks)
     cfg = T.LLMTrainConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=2, max_completion_length=96,
                            max_turns=2, learning_rate=1e-4, system_prompt=SYSTEM, generation_kwargs=sampler,
                            save_steps=10**9, cpu_threads=1, device="cpu")

@@ -102,7 +102,7 @@ def main(argv=None) -> dict:
     import torch
 
     from evokit import trl_trainer as T
-    from evokit.sources import InProcess
+    from evokit.sources import InProcess, source_from
 
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda: no CUDA device visible (use --device cpu)")
@@ -122,7 +122,7 @@ def main(argv=None) -> dict:
 
         require_tools("bwrap", "unshare", "nsenter", "mmdebstrap")
         tasks = sandbox_tasks(out / "tasks", args.tasks_per_step)
-        sched = T.source_from("random", tasks=tasks)
+        sched = source_from("random", tasks=tasks)
     else:
         sched = InProcess()
     cfg = T.LLMTrainConfig(steps=args.steps, group_size=args.group_size, tasks_per_step=args.tasks_per_step,

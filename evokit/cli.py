@@ -564,7 +564,8 @@ def train(
     out: Annotated[Path, typer.Option(help="run folder (rows and checkpoint); resumed if it exists")],
     source: Annotated[str, typer.Option(help="store (an evolved lineage store) | genenv")] = "store",
     store: Annotated[Path | None, typer.Option(help="lineage store, for --source store")] = None,
-    curriculum: Annotated[str, typer.Option(help="el | random | dt (with --source store)")] = "el",
+    curriculum: Annotated[str, typer.Option(help="a registered task source trained on the store: el | random | "
+                                                    "dt | replay | a plug-in (evokit.curricula)")] = "el",
     simulator: Annotated[str, typer.Option(help="learning | random (with --source genenv)")] = "learning",
     steps: Annotated[int, typer.Option(help="GRPO updates (EE: 200), or GenEnv epochs")] = 50,
     group_size: Annotated[int, typer.Option(help="rollouts per GRPO group (EE: B = 8)")] = 8,
@@ -585,9 +586,9 @@ def train(
     from evokit.genenv import GenEnvConfig, GenEnvSource
     from evokit.learners import PolicyConfig
     from evokit.solvers import saved_policy, world_solver
+    from evokit.sources import SourceError, source_from
     from evokit.train import ResumeError, TrainConfig
     from evokit.train import train as run_training
-    from evokit.trl_trainer import SetupError, source_from
 
     if learner not in {"solver", "prior"}:
         raise typer.BadParameter("--learner must be solver or prior")
@@ -597,7 +598,7 @@ def train(
             raise typer.BadParameter("--source store needs --store (made by `evokit evolve`)")
         try:
             src = source_from(curriculum, store=store)
-        except SetupError as e:
+        except SourceError as e:
             raise typer.BadParameter(str(e)) from None
         held_out = _task_dirs([eval_tasks]) if eval_tasks else []
     elif source == "genenv":
@@ -621,7 +622,8 @@ def train_llm(
     source: Annotated[str, typer.Option(help="store | tasks | genenv | none (in-process, no sandbox)")] = "store",
     store: Annotated[Path | None, typer.Option(help="lineage store, for --source store")] = None,
     tasks: Annotated[Path | None, typer.Option(help="folder of task folders, for --source tasks")] = None,
-    curriculum: Annotated[str, typer.Option(help="el | random | dt (store / tasks)")] = "el",
+    curriculum: Annotated[str, typer.Option(help="a registered task source on the store / tasks: el | random | "
+                                                    "dt | replay | a plug-in (evokit.curricula)")] = "el",
     steps: Annotated[int, typer.Option(help="GRPO updates (EE: 200)")] = 10,
     group_size: Annotated[int, typer.Option(help="rollouts per GRPO group (EE: B = 8)")] = 8,
     tasks_per_step: Annotated[int, typer.Option(help="GRPO groups per update")] = 2,
@@ -637,7 +639,8 @@ def train_llm(
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
 ) -> None:
     """Train an LLM with TRL's GRPO on evokit tasks in sandboxes (the CPU learner: `evokit train`)."""
-    from evokit.trl_trainer import LLMTrainConfig, SetupError, source_from
+    from evokit.sources import SourceError, source_from
+    from evokit.trl_trainer import LLMTrainConfig, SetupError
     from evokit.trl_trainer import train_llm as run_training
 
     try:
@@ -651,7 +654,7 @@ def train_llm(
         src = source_from(name, store=store if source == "store" else None,
                           tasks=_task_dirs([tasks]) if source == "tasks" and tasks else ())
         run_training(model, src, out, cfg)
-    except SetupError as e:
+    except (SetupError, SourceError) as e:
         raise typer.BadParameter(str(e)) from None
     console.print(f"rows in {out}/steps.jsonl, checkpoints in {out}/trl")
 

@@ -327,9 +327,33 @@ def store_envs(store) -> tuple[EnvRow, ...]:
 
 
 def lineage_envs(lineages: Mapping[str, Sequence[str | Path]], start_generation: int = 1) -> tuple[EnvRow, ...]:
-    """Lineages given as task folders in generation order: folder j is E_{i, start_generation + j, 1}."""
-    return tuple(EnvRow(name, start_generation + j, 1, None, Path(p))
+    """Lineages given as task folders in generation order: folder j is E_{i, start_generation + j, 1}.
+
+    Each row's D_T is the one the task records in ``[metadata.evokit]`` (as the evolution harness
+    writes it), else its plan scored against the catalog reference (EE §3, as the store's), else
+    None (a task with no evokit plan: D_T order refuses it by name).
+    """
+    return tuple(EnvRow(name, start_generation + j, 1, task_d_t(p), Path(p))
                  for name, dirs in lineages.items() for j, p in enumerate(dirs))
+
+
+def task_d_t(task_dir: str | Path) -> float | None:
+    """D_T of a task folder from its ``[metadata.evokit]`` (recorded, else scored from its plan), or None."""
+    from evokit.difficulty import catalog_reference, score
+    from evokit.plan import Plan
+    from evokit.tasks import read_metadata
+
+    try:
+        meta = read_metadata(task_dir)
+    except (OSError, ValueError):
+        return None
+    if meta is None:
+        return None
+    if meta.difficulty and meta.difficulty.get("total") is not None:
+        return float(meta.difficulty["total"])
+    if meta.plan:
+        return score(Plan.from_records(meta.plan, meta.goal or ""), catalog_reference()).total
+    return None
 
 
 def _refs(envs: Sequence[EnvRow], ids: Sequence[EnvId]) -> list[TaskRef]:

@@ -14,11 +14,13 @@ Both training loops drive sources only through this protocol: the CPU learner's
 The draw of step t uses :func:`evokit.seeding.step_rng` (seed, t), so the same source serves
 the same tasks in either loop, and a resumed run the same as an uninterrupted one.
 
-Sources are registered by name (:func:`register`, :func:`make_source`); the built-in ones live
-with their concept: EE's EL, random and D_T order (:mod:`evokit.curriculum`), GenEnv's simulator
-(:mod:`evokit.genenv.source`), the co-evolution refresh (:mod:`evokit.evolve.coevolution`) and an
-in-process task for GPU hosts without a sandbox (:class:`InProcess`, here). A new
-curriculum is one module that defines a source and registers it (see :mod:`evokit.replay`).
+Sources are registered by name (:func:`register`, :func:`make_source`, :func:`source_from`); the
+built-in ones live with their concept: EE's EL, random and D_T order (:mod:`evokit.curriculum`),
+GenEnv's simulator (:mod:`evokit.genenv.source`), the co-evolution refresh
+(:mod:`evokit.evolve.coevolution`) and an in-process task for GPU hosts without a sandbox
+(:class:`InProcess`, here). A new curriculum is one module in :mod:`evokit.curricula` (found
+there without a list to edit; :mod:`evokit.curricula.replay` is the example) or in another
+package through the ``evokit.sources`` entry-point group.
 
 Deviation from the papers, stated here: the pass rate fed back is successes / usable rollouts
 (:mod:`evokit.grpo`); a group with no usable rollout changes no source.
@@ -30,8 +32,10 @@ import dataclasses
 import hashlib
 import importlib
 import json
+import pkgutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -101,7 +105,15 @@ class TaskSource(Protocol):
 
 # ----------------------------------------------------------------------------- registry
 SOURCES: dict[str, Callable[..., TaskSource]] = {}
+#: Modules whose sources live with their concept (EE's schedulers, GenEnv, co-evolution); plug-ins
+#: are found in :mod:`evokit.curricula` and through the entry-point group :data:`ENTRY_POINTS`.
 BUILTIN_MODULES = ("evokit.curriculum", "evokit.genenv.source", "evokit.evolve.coevolution")
+PLUGIN_PACKAGE = "evokit.curricula"
+ENTRY_POINTS = "evokit.sources"
+
+
+class SourceError(ValueError):
+    """A source that cannot be built from what it was given (a name, a store, task folders, options)."""
 
 
 def register(name: str):
@@ -114,11 +126,62 @@ def register(name: str):
     return deco
 
 
-def source_names() -> list[str]:
-    """Every registered source (the built-in ones are imported first)."""
-    for mod in BUILTIN_MODULES:
+def _discover() -> None:
+    """Import every module that registers sources: the built-ins, the plug-in folder, the entry points."""
+    package = importlib.import_module(PLUGIN_PACKAGE)
+    modules = [*BUILTIN_MODULES, *(f"{PLUGIN_PACKAGE}.{m.name}" for m in pkgutil.iter_modules(package.__path__))]
+    for mod in modules:
         importlib.import_module(mod)
+    for ep in entry_points(group=ENTRY_POINTS):
+        try:
+            ep.load()
+        except Exception as e:  # a broken third-party plug-in names itself instead of breaking every source
+            raise SourceError(f"the task source plug-in {ep.name!r} ({ep.value}) failed to load: "
+                              f"{type(e).__name__}: {e}") from e
+
+
+def source_names() -> list[str]:
+    """Every registered source (module docstring: built-ins, :mod:`evokit.curricula`, entry points)."""
+    _discover()
     return sorted(SOURCES)
+
+
+def takes_envs(name: str) -> bool:
+    """Whether the source ``name`` trains on evolved environments (it has a field ``envs``)."""
+    source_names()
+    cls = SOURCES.get(name)
+    return cls is not None and dataclasses.is_dataclass(cls) and "envs" in {f.name for f in dataclasses.fields(cls)}
+
+
+def source_from(name: str, *, store=None, tasks: Sequence[str | Path] = (), **options) -> TaskSource:
+    """A registered source by name, as the CLI and both training loops build it.
+
+    A source with a field ``envs`` (:func:`takes_envs`) gets its environments from ``store`` (a
+    lineage store made by ``evokit evolve``) or from ``tasks`` (each task folder its own
+    one-environment lineage at the start generation); the other sources take ``options`` only.
+    Anything wrong is a :class:`SourceError` naming it.
+    """
+    from evokit.curriculum import lineage_envs, store_envs
+    from evokit.lineage import LineageStore
+
+    names = source_names()
+    if name not in SOURCES:
+        raise SourceError(f"unknown task source {name!r}; choose one of {', '.join(names)}")
+    if takes_envs(name):
+        if store is None and not tasks:
+            raise SourceError(f"source {name!r} needs a lineage store (made by `evokit evolve`) or task folders")
+        if store is not None and not isinstance(store, LineageStore) and not Path(store).is_dir():
+            raise SourceError(f"no lineage store at {store}; make one with `evokit evolve`")
+        envs = store_envs(store) if store is not None else lineage_envs({Path(t).name: [t] for t in tasks})
+        if not envs:
+            raise SourceError(f"source {name!r}: {store or 'the task list'} holds no environments")
+        options = {"envs": envs, **options}
+    elif store is not None or tasks:
+        raise SourceError(f"source {name!r} takes no lineage store or task folders (it makes its own tasks)")
+    try:
+        return make_source(name, **options)
+    except (TypeError, ValueError) as e:
+        raise SourceError(f"task source {name!r}: {e}") from None
 
 
 def make_source(name: str, **options) -> TaskSource:

@@ -1,4 +1,4 @@
-"""evokit.replay: a curriculum added as one module ("replay the most recently failed lineage", PLR-style).
+"""evokit.curricula.replay: a curriculum added as one module ("replay the most recently failed lineage", PLR-style).
 
 What is checked: the rule on its own (a failure is replayed next, most recent first; a pass takes the
 lineage off the list), and that the source runs unchanged in both training loops — the CPU learner's
@@ -19,11 +19,11 @@ import trl  # noqa: E402,F401  (required: a missing TRL must fail, not skip)
 from trl_support import TINY, scripted_sampler  # noqa: E402
 
 from evokit import trl_trainer as T  # noqa: E402
+from evokit.curricula.replay import ReplayFailed  # noqa: E402
 from evokit.curriculum import lineage_envs  # noqa: E402
 from evokit.grpo import GroupStats  # noqa: E402
 from evokit.learners import PolicyConfig  # noqa: E402
 from evokit.plan import Plan, Step, render  # noqa: E402
-from evokit.replay import ReplayFailed  # noqa: E402
 from evokit.rows import read_rows  # noqa: E402
 from evokit.sources import GroupResult, Run, TaskRef, make_source, source_names  # noqa: E402
 from evokit.train import TrainConfig, train  # noqa: E402

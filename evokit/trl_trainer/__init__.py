@@ -78,7 +78,6 @@ from evokit.trl_trainer.trainer import (
     build_trainer,
     close,
     grpo_config,
-    source_from,
     train_llm,
     trainer_class,
 )
@@ -87,6 +86,6 @@ __all__ = [
     "SCHEDULER_FILE", "SYSTEM_PROMPT", "TOOL_CALL_MARKER", "LLMTrainConfig", "RunContext", "SandboxToolEnv",
     "Scheduler", "SetupError", "build_trainer", "chatml_tools_template", "close", "gguf_to_dir", "grpo_config",
     "last_checkpoint", "load_policy", "make_task_reward", "prepare_tokenizer", "scripted_sampler", "smollm2_dir",
-    "smollm2_tokenizer", "source_from", "tiny_llama", "tool_schema", "train_llm", "trainer_class",
+    "smollm2_tokenizer", "tiny_llama", "tool_schema", "train_llm", "trainer_class",
     "update_llm_simulator", "weighted_sft",
 ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from evokit.grpo import batch_stats
-from evokit.sources import Run, TaskRef, describe, make_source
+from evokit.sources import Run, TaskRef, describe
 from evokit.trl_trainer.checkpoints import resume, rows_callback
 from evokit.trl_trainer.config import LLMTrainConfig, SetupError
 from evokit.trl_trainer.env import RunContext, SandboxToolEnv, make_task_reward, tool_schema
@@ -237,24 +237,3 @@ def train_llm(model, source, out: str | Path, cfg: LLMTrainConfig = LLMTrainConf
     finally:
         close(trainer)
     return trainer
-
-
-def source_from(name: str, *, store=None, tasks: Sequence[str | Path] = (), **options):
-    """A registered task source by name; a curriculum gets its environments from ``store`` or ``tasks``."""
-    from evokit.curriculum import lineage_envs, store_envs
-    from evokit.lineage import LineageStore
-
-    if name in ("el", "random", "dt"):
-        if store is None and not tasks:
-            raise SetupError(f"source {name!r} needs store= (made by `evokit evolve`) or task folders")
-        # each task folder is its own one-environment lineage at the start generation
-        if store is not None and not isinstance(store, LineageStore) and not Path(store).is_dir():
-            raise SetupError(f"no lineage store at {store}; make one with `evokit evolve`")
-        envs = store_envs(store) if store is not None else lineage_envs({Path(t).name: [t] for t in tasks})
-        if not envs:
-            raise SetupError(f"source {name!r}: {store or 'the task list'} holds no environments")
-        options = {"envs": envs, **options}
-    try:
-        return make_source(name, **options)
-    except ValueError as e:
-        raise SetupError(str(e)) from None
