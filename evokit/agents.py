@@ -57,6 +57,7 @@ import re
 import shlex
 from typing import Any
 
+from evokit.errors import EvokitError
 from evokit.llm import ChatReply, LLMClient, LLMError, ToolCall, parse_json, prompt
 from evokit.rollout import Episode, PolicyFault, Turn
 
@@ -92,7 +93,7 @@ INVALID_EXIT = 2  # exit code recorded for an invalid action (like a shell usage
 _CONTEXT_FULL = re.compile(r"context (window|length)|maximum model length|context_length_exceeded", re.I)
 
 
-class InvalidAction(ValueError):
+class InvalidAction(EvokitError, ValueError):
     """The model's action could not be turned into a command; the message goes back to the model."""
 
 

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from evokit.errors import UserError
 from evokit.seeds import make_seeds
 from evokit.tasks import content_hash
 from evokit.verify import VerifyConfig
@@ -41,7 +42,7 @@ NAMESPACE = "evokit-benchmark"  # keys every random choice (evokit.seeds uses "e
 PREFIX = "bench"  # folder names: bench-NNNN
 
 
-class BenchmarkError(ValueError):
+class BenchmarkError(UserError, ValueError):
     """A benchmark folder built with another config, or a config that cannot be built."""
 
 

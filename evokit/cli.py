@@ -1,10 +1,22 @@
 """``evokit`` command line. Each command is a thin shell over a library call.
 
-Manners: a user's mistake (a missing path, a bad option, a foreign task without ``--model``, a
-malformed task) prints one line, ``evokit: error: <what is wrong>; <what to do>``, and exits 2,
-without a traceback; ``evokit --debug CMD ...`` shows the traceback. Failures that are not the
-user's (a bug) print one line too and exit 1; ``--debug`` shows them in full. Jobs run in parallel
-that all failed with the same user-facing error (an LLM endpoint that timed out) report that error.
+What the CLI does with errors (:func:`report_error`; the classes are in :mod:`evokit.errors`):
+
+* the user's or the environment's mistake, an :class:`evokit.errors.UserError` (a missing path, a
+  bad option, a malformed task, a Dockerfile step that fails, no Docker daemon, a mistyped
+  ``$EVOKIT_SANDBOX``, an LLM endpoint that fails, a store made with other parameters), and the OS
+  refusing a path the user named (``FileNotFoundError``, ``NotADirectoryError``, ``FileExistsError``):
+  one line on stderr, ``evokit: error: <what is wrong>; <what to do>``, exit 2, no traceback. The
+  line is always one line: newlines are collapsed, a traceback inside a message is dropped, and a
+  message longer than :data:`MESSAGE_LIMIT` keeps its start and its end. A bad command line
+  (unknown option, bad value) is reported the same way, with the ``--help`` to read;
+* anything else (a harness fault, a bug): one line, ``evokit: internal error: <type>: <message>``,
+  exit 1;
+* ``evokit --debug CMD ...`` (or ``EVOKIT_DEBUG=1``) re-raises either kind, so the traceback shows;
+* jobs run in parallel (:class:`evokit.parallel.ParallelError`) whose failures are all the user's
+  kind report the first job's error as above, with how many jobs failed; one job that died or hit a
+  bug makes the whole an internal error.
+
 Ctrl-C stops any command within seconds, with one line saying how to resume, and exits 130.
 """
 
@@ -24,6 +36,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from evokit.errors import UserError
+
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -32,10 +46,6 @@ console = Console()
 _DEBUG = {"on": False}
 #: Typer ships its own click: its usage errors are the bases of its public BadParameter.
 _UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
-
-
-class UserError(Exception):
-    """A mistake in what the user asked for: one line, exit 2 (see the module docstring)."""
 
 
 @app.callback()
@@ -689,23 +699,6 @@ def sandbox_clean() -> None:
     console.print(f"{len(removed)} removed; {live} live left alone")
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean the user's input is wrong (not a bug in evokit)."""
-    from evokit.evolve.harness import ForeignSeedError
-    from evokit.lineage import StoreError
-    from evokit.llm import LLMError, LLMReplyError
-    from evokit.local_llm import LocalModelUnavailable
-    from evokit.plan import PlanError
-    from evokit.sandbox import DockerfileError
-    from evokit.studies.folder import StudyError
-    from evokit.tasks import TaskFormatError
-    from evokit.traces import TraceRowError
-
-    return (UserError, PlanError, TaskFormatError, ForeignSeedError, DockerfileError, LocalModelUnavailable,
-            LLMError, LLMReplyError, TraceRowError, StoreError, StudyError, FileNotFoundError, NotADirectoryError,
-            FileExistsError)
-
-
 #: Ctrl-C: whether the one line was printed, and the store a rerun resumes from (set by the
 #: resumable commands before they start work).
 _INTERRUPT: dict = {"told": itertools.count(), "resume": None}
@@ -745,9 +738,54 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+#: The OS refusing a path the user named (``--out`` that is a file, a folder that is not there).
+#: evokit's own files live under paths it made, so these are the user's mistakes, like a UserError.
+_PATH_ERRORS = (FileNotFoundError, NotADirectoryError, FileExistsError)
+#: The longest line the CLI prints for an error; a longer message keeps its start (what failed,
+#: where) and its end (the last words of a tool's output, what to do), joined by " … ".
+MESSAGE_LIMIT = 400
+
+
+def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """``text`` as one line of at most ``limit`` characters: whitespace runs (newlines included)
+    become one space, and a traceback inside the text is dropped."""
+    cut = text.find("Traceback (most recent call last)")
+    line = " ".join((text if cut < 0 else text[:cut]).split())
+    if len(line) > limit:
+        head = limit * 2 // 3
+        line = line[:head].rstrip() + " … " + line[len(line) - (limit - head - 3):].lstrip()
+    return line
+
+
+def report_error(e: Exception, *, debug: bool = False) -> int:
+    """What the CLI does with an exception a command raised (module docstring): print one line on
+    stderr and return the exit status, 2 for the user's mistake and 1 for anything else; with
+    ``debug`` re-raise it instead, so that Python prints the traceback."""
+    if debug:
+        raise e
+    from evokit.parallel import ParallelError
+
+    more = ""
+    if isinstance(e, ParallelError) and (inner := e.common_error((UserError, *_PATH_ERRORS))) is not None:
+        more = f" ({len(e.failures)} of {len(e.results)} jobs failed)" if len(e.failures) > 1 else ""
+        e = inner
+    if isinstance(e, UserError):
+        print(f"evokit: error: {one_line(str(e) or type(e).__name__)}{more}", file=sys.stderr)
+        return 2
+    if isinstance(e, _PATH_ERRORS):
+        said = f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e) or type(e).__name__
+        print(f"evokit: error: {one_line(said)}{more}", file=sys.stderr)
+        return 2
+    first = one_line(e.summary if isinstance(e, ParallelError) else str(e) or type(e).__name__)
+    print(f"evokit: internal error: {type(e).__name__}: {first} (rerun with `evokit --debug ...` for the "
+          "traceback)", file=sys.stderr)
+    return 1
+
+
 def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in argv[: next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))]
+    debug = ("--debug" in argv[: next((i for i, a in enumerate(argv) if not a.startswith("-")), len(argv))]
+             or os.environ.get("EVOKIT_DEBUG", "").strip() not in ("", "0"))
     try:
         # Without standalone mode click returns a command's typer.Exit code instead of exiting.
         code = app(args=argv, prog_name="evokit", standalone_mode=False)
@@ -763,22 +801,10 @@ def _main(argv: list[str] | None) -> int:
         if type(e).__name__ == "NoArgsIsHelpError":  # `evokit` alone: the help was printed
             return 2
         cmd = e.ctx.command_path if getattr(e, "ctx", None) is not None else "evokit"
-        print(f"evokit: error: {' '.join(e.format_message().split()).rstrip('.')}; see `{cmd} --help`", file=sys.stderr)
+        print(f"evokit: error: {one_line(e.format_message()).rstrip('.')}; see `{cmd} --help`", file=sys.stderr)
         return 2
     except Exception as e:
-        if debug:
-            raise
-        from evokit.parallel import ParallelError
-
-        if isinstance(e, ParallelError):  # jobs that all failed the same user-facing way: that error
-            e = e.common_error(_user_errors()) or e
-        if isinstance(e, _user_errors()):
-            print(f"evokit: error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
-            return 2
-        first = e.summary if isinstance(e, ParallelError) else " ".join(str(e).split()) or type(e).__name__
-        print(f"evokit: internal error: {type(e).__name__}: {first} (rerun with `evokit --debug ...` for the "
-              "traceback)", file=sys.stderr)
-        return 1
+        return report_error(e, debug=debug)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -31,10 +31,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from evokit.errors import UserError
 from evokit.tasks import content_hash
 
 
-class StoreError(RuntimeError):
+class StoreError(UserError, RuntimeError):
     """The store is inconsistent or was made with other parameters; the message says which."""
 
 

@@ -46,18 +46,19 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from evokit.errors import Unavailable, UserError
 from evokit.seeding import call_seed
 
 T = TypeVar("T")
 LABELS = [chr(c) for c in range(ord("A"), ord("Z") + 1)] + [chr(c) for c in range(ord("a"), ord("z") + 1)]
 
 
-class LLMError(RuntimeError):
+class LLMError(Unavailable, RuntimeError):
     """The endpoint failed (down, timed out, HTTP error, a reply that is not a completion); the
     message, one line, names the endpoint and the model."""
 
 
-class LLMReplyError(ValueError):
+class LLMReplyError(UserError, ValueError):
     """The model's replies never validated; ``errors`` holds the reason for each attempt, ``seeds``
     the seed each attempt was sent with (None where unseeded)."""
 

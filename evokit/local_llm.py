@@ -37,10 +37,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from evokit.errors import Unavailable
+
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-class LocalModelUnavailable(RuntimeError):
+class LocalModelUnavailable(Unavailable, RuntimeError):
     """The bundled model or llama.cpp's server is not installed; the message says how to install it."""
 
 

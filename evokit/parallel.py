@@ -66,6 +66,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from evokit.errors import EvokitError, UserError
+
 Progress = Callable[[], Any] | Any  # a callable taking no argument, or anything with .update()
 
 _item_repr = reprlib.Repr(maxstring=120, maxother=120)
@@ -94,12 +96,12 @@ class JobFailure:
         return f"job {self.index} (item {_item_repr.repr(self.item)}): {self.error}"
 
 
-class ParallelError(RuntimeError):
+class ParallelError(EvokitError, RuntimeError):
     """Some jobs failed; ``failures`` names each, ``results`` holds the others' results in order.
 
     ``str()`` holds every failure and the first one's traceback (for logs and ``--debug``);
-    :attr:`summary` is one line without tracebacks, and :meth:`common_error` the error every job
-    failed with, when they all failed the same way.
+    :attr:`summary` is one line without tracebacks, and :meth:`common_error` the first job's error
+    when every job failed the user's way (a :class:`evokit.errors.UserError`).
     """
 
     def __init__(self, failures: list[JobFailure], results: list):
@@ -118,13 +120,15 @@ class ParallelError(RuntimeError):
         return (f"{len(self.failures)} of {len(self.results)} jobs failed; job {first.index} "
                 f"(item {_item_repr.repr(first.item)}): {message}{more}")
 
-    def common_error(self, classes: tuple[type[BaseException], ...]) -> BaseException | None:
-        """The first job's exception when every failed job raised one of the same class, that
-        class being one of ``classes`` (e.g. the CLI's user-facing errors); else None."""
+    def common_error(self, classes: tuple[type[BaseException], ...] = (UserError,)) -> BaseException | None:
+        """The first failed job's exception when every failed job raised one of ``classes`` (by
+        default :class:`evokit.errors.UserError`: jobs that failed the user's way, each for its own
+        reason or all for one, e.g. an endpoint that is down); else None (a job died, or one of them
+        is a bug: that is what the caller must report)."""
         errors = [f.exception for f in self.failures]
-        if any(e is None for e in errors) or len({type(e) for e in errors}) != 1:
+        if any(e is None or not isinstance(e, classes) for e in errors):
             return None
-        return errors[0] if isinstance(errors[0], classes) else None
+        return errors[0]
 
 
 class Executor(Protocol):

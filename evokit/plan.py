@@ -31,6 +31,7 @@ from evokit.catalog import (
     scenario,
     skill,
 )
+from evokit.errors import UserError
 from evokit.tasks import EvokitMetadata, Lineage, default_task_config, write_task
 
 #: Tools every catalog task image has. One shared layer: built once, reused by every task.
@@ -43,7 +44,7 @@ DOCKERFILE_BASE = (
 )
 
 
-class PlanError(ValueError):
+class PlanError(UserError, ValueError):
     """A plan that cannot be rendered; the message names the step."""
 
 

@@ -42,6 +42,7 @@ from typing import Protocol
 
 from harbor.models.task.task import Task
 
+from evokit.errors import EvokitError
 from evokit.llm import LLMError
 from evokit.rows import append_rows
 from evokit.sandbox import Image, Sandbox, SandboxError
@@ -137,7 +138,7 @@ class Policy(Protocol):
     def run_episode(self, episode: Episode) -> None: ...
 
 
-class PolicyFault(Exception):
+class PolicyFault(EvokitError):
     """Raised by a policy for a failure that *is* its own (e.g. an invalid action): not masked."""
 
 

@@ -21,13 +21,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from evokit.errors import UserError
+
 #: Resamples per interval: enough that the 2.5 % and 97.5 % percentiles move by < 1 % of the
 #: spread between reruns with other bootstrap seeds, cheap next to any experiment.
 N_BOOT = 4000
 LEVEL = 0.95
 
 
-class StatsError(ValueError):
+class StatsError(UserError, ValueError):
     """Too few values for an interval, or values that are not finite numbers."""
 
 

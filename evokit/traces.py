@@ -23,10 +23,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from evokit.errors import UserError
 from evokit.rows import append_rows, read_rows
 
 
-class TraceRowError(ValueError):
+class TraceRowError(UserError, ValueError):
     """A rollout row that cannot become a conversation; the message names the file and line."""
 
 

@@ -35,6 +35,7 @@ import torch
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.difficulty import catalog_reference, score_many
+from evokit.errors import UserError
 from evokit.learners import (
     Judge,
     PolicyConfig,
@@ -52,7 +53,7 @@ from evokit.seeding import group_seeds, step_rng
 from evokit.sources import Run, TaskSource, describe, group_results
 
 
-class ResumeError(ValueError):
+class ResumeError(UserError, ValueError):
     """A run folder holds a checkpoint made with another configuration than the one given now."""
 
 

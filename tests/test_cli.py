@@ -156,6 +156,7 @@ def evokit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     (["evolve", "--seeds", str(ROOT / "examples" / "tasks"), "--out", "{tmp}/s", "--effort", "huge"], "effort"),
     (["train", "--out", "{tmp}/r", "--source", "genenv", "--learner", "oracle"], "--learner"),
     (["train", "--out", "{tmp}/r"], "--store"),  # a curriculum needs an evolved store
+    (["seeds", "--n", "1", "--out", str(ROOT / "pyproject.toml")], "pyproject.toml: File exists"),  # the OS says no
 ])
 def test_user_errors_are_one_line_exit_2(tmp_path, args, says):
     """A user's mistake: exit 2, one line on stderr naming the problem (and what to do), no traceback."""

@@ -58,6 +58,12 @@ def endpoint_down_or_bug(x: int) -> int:
     return endpoint_down(x)
 
 
+def endpoint_down_or_no_plan(x: int) -> int:
+    if x == 1:
+        raise LLMReplyError("plan", ["not JSON"], ["{"], [x])
+    return endpoint_down(x)
+
+
 def never_valid(x: int) -> int:
     raise LLMReplyError("plan", [f"not JSON ({x})"], ["{"], [x])
 
@@ -191,8 +197,9 @@ def test_evolve_through_ray_gives_the_local_store(ray_executor, tmp_path):
 
 @pytest.mark.parametrize("kind", [*LOCAL_KINDS, "ray"])
 def test_every_job_failing_the_same_user_facing_way_is_that_error(kind, request):
-    """ParallelError.common_error gives the one error every job raised (the CLI prints it as one line,
-    exit 2), also when it travelled back from a process or Ray worker; mixed failures give None."""
+    """ParallelError.common_error gives the first job's error when every job failed the user's way
+    (UserError; the CLI prints it as one line, exit 2), also when it travelled back from a process
+    or Ray worker, and also when the user errors differ; one bug among them gives None."""
     ex = request.getfixturevalue("ray_executor") if kind == "ray" else LocalExecutor(2, kind)
     with pytest.raises(ParallelError) as info:
         ex.map(endpoint_down, range(3))
@@ -203,7 +210,11 @@ def test_every_job_failing_the_same_user_facing_way_is_that_error(kind, request)
     assert info.value.summary.startswith("3 of 3 jobs failed; job 0 (item 0): LLMError: LLM endpoint")
     with pytest.raises(ParallelError) as info:
         ex.map(endpoint_down_or_bug, range(3))
-    assert info.value.common_error((LLMError, ValueError)) is None
+    assert info.value.common_error() is None  # job 1 is a bug, not the user's mistake
+    with pytest.raises(ParallelError) as info:
+        ex.map(endpoint_down_or_no_plan, range(3))
+    assert isinstance(info.value.common_error(), LLMError)  # two kinds of UserError: the first job's
+    assert info.value.common_error((LLMReplyError,)) is None
     with pytest.raises(ParallelError) as info:  # an error with several arguments travels whole
         ex.map(never_valid, [4, 5])
     common = info.value.common_error((LLMReplyError,))

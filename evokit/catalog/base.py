@@ -28,11 +28,13 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from evokit.errors import UserError
+
 #: The output of every step goes here (one file per step), inside the task's workdir.
 OUT_DIR = "/app/out"
 
 
-class CatalogError(ValueError):
+class CatalogError(UserError, ValueError):
     """An unknown name or an incompatible (scenario, skill) pair; the message names them."""
 
 

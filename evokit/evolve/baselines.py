@@ -43,6 +43,7 @@ from pathlib import Path
 
 from evokit.catalog import skills_for
 from evokit.difficulty import catalog_reference, score
+from evokit.errors import UserError
 from evokit.evolve.harness import verdict_summary
 from evokit.lineage import EnvRecord, LineageStore
 from evokit.plan import Plan, PlanError, Step, compose, render
@@ -53,7 +54,7 @@ from evokit.verify import VerifyConfig, verify_task
 Pair = tuple[str, str]  # (scenario σ, skill κ)
 
 
-class BaselineError(ValueError):
+class BaselineError(UserError, ValueError):
     """A task a baseline cannot use (no evokit plan), or a malformed rollout record."""
 
 

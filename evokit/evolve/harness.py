@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Protocol
 
 from evokit.difficulty import Reference, catalog_reference, score
+from evokit.errors import UserError
 from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
 from evokit.evolve.metrics import mutation
 from evokit.evolve.review import PlanReviewer
@@ -180,7 +181,7 @@ def role_seed(llm_seed: int, role: str, n: int) -> int:
     return call_seed(llm_seed, role, n)
 
 
-class ForeignSeedError(ValueError):
+class ForeignSeedError(UserError, ValueError):
     """A seed without a plan, given to a backend that cannot extract one; the message says what to run."""
 
 

@@ -17,6 +17,7 @@ import stat
 import uuid
 from pathlib import Path
 
+from evokit.errors import UserError
 from evokit.sandbox import netns, seccomp, stale
 from evokit.sandbox.bwrap import bwrap_base, host_env, overlay_argv
 from evokit.sandbox.cgroup import Cgroup, Limits
@@ -45,7 +46,7 @@ def host_ca_bundle() -> Path | None:
     return default if default.is_file() else None
 
 
-class ImageBuildError(RuntimeError):
+class ImageBuildError(UserError, RuntimeError):
     """A build step failed; the message names the Dockerfile line and ends with its output."""
 
 
@@ -112,7 +113,8 @@ def run_step(root: Path, lowerdirs: list[str], rel: str, argv: list[str], stdin:
                          pass_fds=(info_w, ready_w, go_r, filter_fd), on_start=connect)
         if res.timed_out or res.return_code != 0:
             why = f"timed out after {timeout:.0f}s" if res.timed_out else f"exit code {res.return_code}"
-            raise ImageBuildError(f"{where}: build step failed ({why}):\n{(res.stdout + res.stderr)[-4000:]}")
+            raise ImageBuildError(f"{where}: build step failed ({why}); fix that step of the Dockerfile. "
+                                  f"Its output ends:\n{(res.stdout + res.stderr)[-4000:]}")
         if ca_args:  # the tmpfs mountpoint bwrap made is ours, not the step's
             shutil.rmtree(tmp / "upper" / _BUILD_CA_DIR.lstrip("/"), ignore_errors=True)
         neutralise_layer(tmp / "upper", where)

@@ -27,6 +27,8 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
+from evokit.errors import Unavailable
+
 #: Docker's default capability set (moby/oci/caps/defaults.go): enough for apt, chown,
 #: su; not enough to mount, load modules, trace host processes or change the clock.
 DOCKER_DEFAULT_CAPS = (
@@ -59,7 +61,7 @@ exec "$@"
 """
 
 
-class SandboxUnavailableError(RuntimeError):
+class SandboxUnavailableError(Unavailable, RuntimeError):
     """The host lacks a tool the local sandbox needs; the message says how to install it."""
 
 

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from evokit.errors import UserError
+
 ROOT = Path("/sys/fs/cgroup")
 _V1_CONTROLLERS = ("memory", "pids", "cpu")
 
@@ -33,7 +35,7 @@ LIMIT_RANGES: dict[str, tuple[float, float]] = {
 }
 
 
-class LimitsError(ValueError):
+class LimitsError(UserError, ValueError):
     """A limit that is zero, negative, too small, absurdly large or not a number."""
 
 

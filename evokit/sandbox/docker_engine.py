@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evokit.errors import Unavailable
 from evokit.sandbox.image import DEFAULT_PATH, cache_root, ensure_base
 
 #: Labels evokit puts on what it creates, so a cleanup finds exactly its own objects.
@@ -30,7 +31,7 @@ LABEL = "io.evokit"
 DEBIAN_TAGS = {"bookworm": ("debian:bookworm-slim", "debian:bookworm", "debian:12-slim", "debian:12")}
 
 
-class EngineUnavailableError(RuntimeError):
+class EngineUnavailableError(Unavailable, RuntimeError):
     """No Docker daemon is reachable and none could be started; the message says what to do."""
 
 
@@ -43,10 +44,18 @@ def client(timeout: int = 120):
         c.ping()
         return c
     except Exception as e:  # DockerException, requests' ConnectionError, a missing socket
+        where = os.environ.get("DOCKER_HOST") or "the default socket (DOCKER_HOST unset)"
         raise EngineUnavailableError(
-            f"no Docker daemon answers ({type(e).__name__}: {e}); start one (dockerd, Docker Desktop) "
-            "or run `make engine` as root to install Debian's docker.io"
+            f"no Docker daemon answers at {where} ({type(e).__name__}: {_first_line(e)}); start one "
+            "(dockerd, Docker Desktop), point DOCKER_HOST at it, or run `make engine` as root to install "
+            "Debian's docker.io; unset EVOKIT_SANDBOX to use the local sandbox instead"
         ) from None
+
+
+def _first_line(e: BaseException, limit: int = 200) -> str:
+    """The first line of ``e``'s message, at most ``limit`` characters (the SDK's are long)."""
+    line = (str(e).strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 @dataclass

@@ -21,6 +21,8 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evokit.errors import UserError
+
 #: Instructions that change nothing a sandbox needs (image metadata for registries).
 IGNORED = frozenset({"LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "HEALTHCHECK", "STOPSIGNAL",
                      "VOLUME", "MAINTAINER"})
@@ -35,7 +37,7 @@ DOCKER_BACKEND_HINT = (
 )
 
 
-class DockerfileError(ValueError):
+class DockerfileError(UserError, ValueError):
     """A Dockerfile the local sandbox cannot build; the message names file, line and fix."""
 
 

@@ -32,12 +32,13 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from evokit.errors import EvokitError
 from evokit.sandbox.bwrap import host_env, require_tools
 
 SLIRP_DNS = "10.0.2.3"
 
 
-class NetworkSetupError(RuntimeError):
+class NetworkSetupError(EvokitError, RuntimeError):
     """slirp4netns could not connect a sandbox's network namespace; the message has its stderr."""
 
 

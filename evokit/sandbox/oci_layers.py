@@ -55,6 +55,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from evokit.errors import UserError
 from evokit.sandbox.bwrap import host_env, require_tools
 from evokit.sandbox.process import run_capped
 
@@ -73,7 +74,7 @@ _LIMIT_LINE = re.compile(r"evokit-layer-limit: (max_bytes|max_files|max_depth) (
 _MAX_DEPTH_CEILING = 512
 
 
-class LayerError(RuntimeError):
+class LayerError(UserError, RuntimeError):
     """A layer could not be unpacked; the message names the layer digest and the image."""
 
 

@@ -46,6 +46,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evokit.errors import UserError
 from evokit.sandbox.oci_layers import LayerLimits, env_var
 
 DOCKER_HUB = "docker.io"
@@ -67,7 +68,7 @@ _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm6
          "armv7l": "arm", "ppc64le": "ppc64le", "s390x": "s390x", "riscv64": "riscv64"}
 
 
-class RegistryError(RuntimeError):
+class RegistryError(UserError, RuntimeError):
     """A pull failed; the one-line message names image, registry, HTTP status and the fix."""
 
 

@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 
+from evokit.errors import EvokitError
 from evokit.sandbox import enter, netns, seccomp, stale, transfer
 from evokit.sandbox.bwrap import (
     DOCKER_DEFAULT_CAPS,
@@ -63,7 +64,7 @@ LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 ETC_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsandbox\n"
 
 
-class SandboxError(RuntimeError):
+class SandboxError(EvokitError, RuntimeError):
     """The sandbox could not start, or was used while stopped."""
 
 

@@ -30,6 +30,7 @@ import uuid
 from pathlib import Path
 from typing import IO
 
+from evokit.errors import UserError
 from evokit.sandbox.bwrap import host_env, overlay_argv
 from evokit.sandbox.copy_layer import sealed
 from evokit.sandbox.oci_layers import system_binds
@@ -54,7 +55,7 @@ done
 """
 
 
-class CopyFromError(RuntimeError):
+class CopyFromError(UserError, RuntimeError):
     """The ``COPY --from`` stream could not be made; the message names the line and the source."""
 
 

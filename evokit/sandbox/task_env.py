@@ -9,6 +9,7 @@ from pathlib import Path
 from harbor.models.task.config import EnvironmentConfig, NetworkMode
 from harbor.models.task.task import Task
 
+from evokit.errors import Unavailable, UserError
 from evokit.sandbox.cgroup import Limits, LimitsError
 from evokit.sandbox.image import Image, build_image, pull_image
 from evokit.sandbox.runtime import Sandbox, SandboxError
@@ -18,6 +19,15 @@ from evokit.tasks.folder import open_task
 #: sandboxes at once must not be able to take the host's RAM between them.
 DEFAULT_MEMORY_MB = 2048
 DEFAULT_STORAGE_MB = 2048
+
+
+class TaskEnvironmentError(UserError, SandboxError):
+    """A task's ``[environment]`` that the sandbox cannot honour (limits out of range, an allowlist
+    network): the task's mistake, named with its field."""
+
+
+class SandboxBackendError(Unavailable, SandboxError):
+    """``$EVOKIT_SANDBOX`` names no sandbox backend: the machine's setup, not any task's."""
 
 
 def limits_from_config(env: EnvironmentConfig, *, pids: int | None = 1024, where: str | Path = "task.toml") -> Limits:
@@ -31,13 +41,13 @@ def limits_from_config(env: EnvironmentConfig, *, pids: int | None = 1024, where
         return Limits(cpus=env.cpus, memory_mb=DEFAULT_MEMORY_MB if env.memory_mb is None else env.memory_mb,
                       storage_mb=DEFAULT_STORAGE_MB if env.storage_mb is None else env.storage_mb, pids=pids)
     except LimitsError as e:
-        raise SandboxError(f"{where}: [environment] {e}") from None
+        raise TaskEnvironmentError(f"{where}: [environment] {e}") from None
 
 
 def network_allowed(env: EnvironmentConfig) -> bool:
     """``public`` → host network; ``no-network`` → none; ``allowlist`` → refused (not enforceable here)."""
     if env.network_mode == NetworkMode.ALLOWLIST:
-        raise SandboxError(
+        raise TaskEnvironmentError(
             "network_mode='allowlist' cannot be enforced by the local sandbox; "
             "use Harbor's docker backend for this task"
         )
@@ -52,11 +62,11 @@ SANDBOX_BACKENDS = ("local", "docker")
 
 
 def sandbox_backend() -> str:
-    """``$EVOKIT_SANDBOX`` (``local`` when unset); anything else is a clear error."""
+    """``$EVOKIT_SANDBOX`` (``local`` when unset); anything else is a :class:`SandboxBackendError`."""
     value = os.environ.get(SANDBOX_ENV_VAR, "").strip().lower() or "local"
     if value not in SANDBOX_BACKENDS:
-        raise SandboxError(f"{SANDBOX_ENV_VAR}={value!r} is not a sandbox backend; use one of: "
-                           + ", ".join(SANDBOX_BACKENDS))
+        raise SandboxBackendError(f"{SANDBOX_ENV_VAR}={value!r} is not a sandbox backend; use one of: "
+                                  + ", ".join(SANDBOX_BACKENDS) + " (unset means local)")
     return value
 
 

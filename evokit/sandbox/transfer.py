@@ -79,6 +79,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from evokit.errors import EvokitError
+
 if TYPE_CHECKING:
     from evokit.sandbox.runtime import Sandbox
 
@@ -95,7 +97,7 @@ DEFAULT_MAX_FILES = 200_000  # entries per transfer: an agent's million empty fi
 VERIFIER_ONLY = ("/tests", "/solution", "/logs/verifier", "/proc", "/sys", "/dev")
 
 
-class TransferError(RuntimeError):
+class TransferError(EvokitError, RuntimeError):
     """A transfer was refused (too large, a source that may not be copied, a bad path)."""
 
 

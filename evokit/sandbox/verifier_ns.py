@@ -41,6 +41,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+from evokit.errors import EvokitError
 from evokit.sandbox import enter, seccomp, transfer
 from evokit.sandbox.bwrap import DOCKER_DEFAULT_CAPS
 from evokit.sandbox.image import as_user
@@ -57,7 +58,7 @@ _MOUNT_ATTR_NOSUID, _MOUNT_ATTR_NODEV = 0x2, 0x4
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-class VerifierSetupError(RuntimeError):
+class VerifierSetupError(EvokitError, RuntimeError):
     """The verifier's namespaces could not be made in this sandbox (message says why)."""
 
 

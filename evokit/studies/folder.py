@@ -12,8 +12,10 @@ import json
 import time
 from pathlib import Path
 
+from evokit.errors import UserError
 
-class StudyError(RuntimeError):
+
+class StudyError(UserError, RuntimeError):
     """A results folder that holds another study (other sizes or settings); the message says which."""
 
 

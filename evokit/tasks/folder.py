@@ -18,6 +18,7 @@ from harbor.models.task.paths import TaskPaths
 from harbor.models.task.task import Task
 from pydantic import ValidationError
 
+from evokit.errors import UserError
 from evokit.sandbox.cgroup import Limits, LimitsError
 
 METADATA_KEY = "evokit"  # evokit's table inside task.toml's free-form [metadata]
@@ -34,7 +35,7 @@ _UNION_TAG = re.compile(r"^(int|float|str|bool|none|[a-z-]+\[.*\]|[A-Z][A-Za-z0-
 StrPath = str | os.PathLike[str]
 FileContent = bytes | str
 
-class TaskFormatError(ValueError):
+class TaskFormatError(UserError, ValueError):
     """A task folder that Harbor would reject or evokit cannot read.
 
     Carries ``folder``, ``file`` (relative to the folder, or None when the folder itself is at

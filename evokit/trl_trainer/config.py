@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from evokit.errors import UserError
+
 SYSTEM_PROMPT = (
     "You are an agent working in a Linux terminal. Solve the task by calling the `bash` tool: each call "
     "runs one shell command line in the task's environment and returns its output. When the task is done, "
@@ -22,7 +24,7 @@ SYSTEM_PROMPT = (
 )
 
 
-class SetupError(ValueError):
+class SetupError(UserError, ValueError):
     """The model, tokenizer, tasks or settings cannot train; the message says what to change."""
 
 

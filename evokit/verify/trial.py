@@ -55,6 +55,7 @@ from pathlib import Path, PurePosixPath
 from harbor.models.task.config import VerifierEnvironmentMode
 from harbor.models.task.task import Task
 
+from evokit.errors import EvokitError, UserError
 from evokit.sandbox import Image, Sandbox
 from evokit.sandbox.image import as_user
 from evokit.sandbox.process import ExecResult
@@ -78,11 +79,11 @@ REASON_LINES = 5  # how many lines of a failing solve.sh go into the reason
 VERIFIER_THREAD = "evokit-verifier-start"  # name of the thread that starts a separate verifier
 
 
-class RewardError(ValueError):
+class RewardError(UserError, ValueError):
     """The tests ran but left no usable reward (missing, empty, non-numeric, non-finite)."""
 
 
-class HarnessFault(RuntimeError):
+class HarnessFault(EvokitError, RuntimeError):
     """A failure the harness can attribute to itself (the verifier's fresh sandbox would not
     start): a rollout that hits it is masked, never scored. Everything the agent can reach is
     scored instead (see :mod:`evokit.rollout`)."""

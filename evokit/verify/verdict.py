@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from evokit.errors import Unavailable
 from evokit.sandbox import DockerfileError, ImageBuildError, SandboxError
 from evokit.sandbox.image import Image
 from evokit.sandbox.task_env import image_for_task
@@ -101,7 +102,12 @@ def _reason(run: TrialRun, scored: str, *, explain: bool) -> str:
 
 
 def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verdict:
-    """Run the oracle, null, rubric and hack-gate verifiers on the task folder at ``path``."""
+    """Run the oracle, null, rubric and hack-gate verifiers on the task folder at ``path``.
+
+    A task that cannot be loaded or built gets a failed ``format`` or ``build`` check; a machine
+    that cannot build any task (:class:`evokit.errors.Unavailable`: no Docker daemon, a mistyped
+    ``$EVOKIT_SANDBOX``) raises instead, since the verdict would not be about the task.
+    """
     path = Path(path)
     t0 = time.monotonic()
     verdict = Verdict(task=str(path), content_hash=None)
@@ -116,6 +122,8 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
         t = time.monotonic()
         image = image_for_task(task)
         verdict.timings["build"] = time.monotonic() - t
+    except Unavailable:  # the machine's setup (no daemon, no such backend): no verdict on the task
+        raise
     except (DockerfileError, ImageBuildError, SandboxError) as e:
         for rule, ok, reason in config.rubric.evaluate(ctx, runs=False):  # without the image
             verdict.checks.append(Check(f"rubric:{rule.name}", ok, reason))
