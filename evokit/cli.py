@@ -147,6 +147,7 @@ def verify(
         table = Table(title="evokit verify")
         for col in ("task", "oracle", "null", "rubric", "hack gate", "time (s)", "verdict"):
             table.add_column(col)
+        shown = _shown_names([v.task for v in verdicts])
         for v in verdicts:
             by = {c.name: c for c in v.checks}
             rubric = [c for c in v.checks if c.name.startswith("rubric:")]
@@ -157,26 +158,29 @@ def verify(
             gate_cell = "—" if gate is None else "[green]pass" if gate.passed else "[red]" + escape(
                 ", ".join(v.hack_gate["failed"]) or "error")
             rubric_cell = "—" if not rubric else "[red]" + ", ".join(rubric_fail) if rubric_fail else "[green]pass"
-            table.add_row(escape(_shown(v.task)), cell(by.get("oracle")), cell(by.get("null")), rubric_cell,
+            table.add_row(escape(shown[v.task]), cell(by.get("oracle")), cell(by.get("null")), rubric_cell,
                           gate_cell, f"{v.timings.get('total', 0):.2f}", "[green]PASS" if v.passed else "[red]FAIL")
         console.print(table)
         for v in verdicts:
             for c in v.failures:
-                console.print(f"[red]✗[/red] {escape(_shown(v.task))} · {c.name}: {escape(c.reason)}")
+                console.print(f"[red]✗[/red] {escape(shown[v.task])} · {c.name}: {escape(c.reason)}")
             if v.failures and v.log_dir:
                 console.print(f"  [dim]logs: {escape(v.log_dir)}")
         console.print(summary + " (errors: the task could not be loaded or built)" * bool(errors))
     raise typer.Exit(0 if all(v.passed for v in verdicts) else 1)
 
 
-def _shown(path: str | Path) -> str:
-    """A task's path as the table shows it: relative to the working directory when under it, so
-    two tasks of the same name in different folders read differently."""
-    p = Path(path).absolute()
-    try:
-        return str(p.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
+def _shown_names(paths: list[str]) -> dict[str, str]:
+    """How the verify table names each task: its path below the folder all the tasks share (a
+    dataset's root), so two tasks of the same name in different folders read differently; a task
+    verified alone is shown by its folder name."""
+    if not paths:
+        return {}
+    absolute = [Path(p).absolute() for p in paths]
+    common = Path(os.path.commonpath(absolute)) if len(absolute) > 1 else absolute[0].parent
+    if common in absolute:  # one task inside another's folder: keep the common folder's own name
+        common = common.parent
+    return {p: str(a.relative_to(common)) for p, a in zip(paths, absolute, strict=True)}
 
 
 @app.command()
@@ -596,7 +600,7 @@ def train(
     from evokit.genenv import GenEnvConfig, GenEnvSource
     from evokit.learners import PolicyConfig
     from evokit.solvers import saved_policy, world_solver
-    from evokit.sources import SourceError, source_from
+    from evokit.sources import source_from
     from evokit.train import ResumeError, TrainConfig
     from evokit.train import train as run_training
 
@@ -606,10 +610,7 @@ def train(
     if source == "store":
         if store is None:
             raise typer.BadParameter("--source store needs --store (made by `evokit evolve`)")
-        try:
-            src = source_from(curriculum, store=store)
-        except SourceError as e:
-            raise typer.BadParameter(str(e)) from None
+        src = source_from(curriculum, store=store)  # a SourceError is the user's: one line, exit 2
         held_out = _task_dirs([eval_tasks]) if eval_tasks else []
     elif source == "genenv":
         if simulator not in {"learning", "random"}:
@@ -649,7 +650,7 @@ def train_llm(
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
 ) -> None:
     """Train an LLM with TRL's GRPO on evokit tasks in sandboxes (the CPU learner: `evokit train`)."""
-    from evokit.sources import SourceError, source_from
+    from evokit.sources import source_from
     from evokit.trl_trainer import LLMTrainConfig, SetupError
     from evokit.trl_trainer import train_llm as run_training
 
@@ -664,7 +665,7 @@ def train_llm(
         src = source_from(name, store=store if source == "store" else None,
                           tasks=_task_dirs([tasks]) if source == "tasks" and tasks else ())
         run_training(model, src, out, cfg)
-    except (SetupError, SourceError) as e:
+    except SetupError as e:
         raise typer.BadParameter(str(e)) from None
     console.print(f"rows in {out}/steps.jsonl, checkpoints in {out}/trl")
 

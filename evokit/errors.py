@@ -50,6 +50,7 @@ class                                             branch       why
 ``sandbox.transfer.TransferError``                EvokitError  a copy in or out of a sandbox refused (trial's error)
 ``sandbox.verifier_ns.VerifierSetupError``        EvokitError  the private verifier could not be set up (harness)
 ``stats.StatsError``                              UserError    too few or non-finite seeds for an interval
+``sources.SourceError``                           UserError    a task source that cannot be built from its inputs
 ``studies.folder.StudyError``                     UserError    a study folder made with other parameters
 ``tasks.folder.TaskFormatError``                  UserError    a malformed task folder
 ``traces.TraceRowError``                          UserError    a rows file that is not evokit's rows

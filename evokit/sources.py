@@ -41,6 +41,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from evokit.errors import UserError
 from evokit.grpo import SUCCESS, GroupStats, group_stats
 
 
@@ -112,7 +113,7 @@ PLUGIN_PACKAGE = "evokit.curricula"
 ENTRY_POINTS = "evokit.sources"
 
 
-class SourceError(ValueError):
+class SourceError(UserError, ValueError):
     """A source that cannot be built from what it was given (a name, a store, task folders, options)."""
 
 

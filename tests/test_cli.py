@@ -214,6 +214,7 @@ def test_verify_finds_tasks_recursively_and_counts(tmp_path):
     out = evokit("verify", "--determinism-runs", "1", str(tmp_path / "ds"), timeout=600)
     assert out.returncode == 1, out.stderr
     assert "3 task(s): 1 passed, 1 failed, 1 errors" in " ".join(out.stdout.split())
+    assert "org/good" in out.stdout and "deep/er/broken" in out.stdout  # paths below the dataset's root
 
 
 def test_rollout_and_export_traces(tmp_path):
