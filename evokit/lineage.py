@@ -177,17 +177,28 @@ class LineageStore:
         return problems
 
     def export(self, out: str | Path, *, generation: int | None = None) -> list[Path]:
-        """Copy environments (one generation, or all) into a plain Harbor dataset folder."""
+        """Copy environments (one generation, or all) into a Harbor dataset folder.
+
+        Each task folder gets its ``[task] name`` and ``provenance.json`` (:mod:`evokit.dataset`),
+        and ``out/dataset.toml`` lists every task folder there with Harbor's digest.
+        """
+        from evokit.dataset import write_manifest, write_provenance
+
         out = Path(out)
         out.mkdir(parents=True, exist_ok=True)
+        envs = self.envs()
+        folder = {e.content_hash: f"{e.lineage}-g{e.generation:02d}-k{e.k}" for e in reversed(envs)
+                  if generation is None or e.generation == generation}
         written = []
-        for e in self.envs():
+        for e in envs:
             if generation is not None and e.generation != generation:
                 continue
             dest = out / f"{e.lineage}-g{e.generation:02d}-k{e.k}"
             if not dest.exists():
                 shutil.copytree(self.path(e), dest, symlinks=True)
+            write_provenance(dest, e.to_json(), folder.get(e.parent) if e.parent else None)
             written.append(dest)
+        write_manifest(out, f"evolved environments from the lineage store {self.root.resolve().name}")
         return written
 
 

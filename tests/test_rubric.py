@@ -135,10 +135,11 @@ def test_copy_sources_outside_the_context_are_not_walked(tmp_path):
     ``../../..`` and whose environment holds a symlink to / must not make the rubric walk the host:
     nothing outside environment/ becomes a provided path, and the rule answers at once."""
     task = copy("log-rotate-fix", tmp_path)
+    ctx = RubricContext(load_task(task))  # Harbor refuses the link below at load time; planted after
     (task / "environment" / "host").symlink_to("/")
     dockerfile = task / "environment" / "Dockerfile"
     dockerfile.write_text(dockerfile.read_text() + "COPY ../../../../../../ /app/stolen/\nCOPY host/ /app/host/\n")
-    provided = image_paths(RubricContext(load_task(task)))
+    provided = image_paths(ctx)
     assert not any(p.startswith(("/app/stolen/", "/app/host/")) for p in provided), sorted(provided)[:10]
     assert "/app/scripts/reset-state.sh" in provided
 
@@ -313,7 +314,7 @@ def test_a_workdir_from_task_toml_or_artifacts_counts(tmp_path):
     assert not ok and "in /srv/config" in reason
     task = copy("sqlite-migrations", tmp_path / "b")
     toml_path = task / "task.toml"
-    toml_path.write_text('artifacts = ["/output/report"]\n' + toml_path.read_text())
+    toml_path.write_text(toml_path.read_text().replace('artifacts = ["/app"]', 'artifacts = ["/app", "/output/report"]'))
     (task / "tests" / "test_outputs.py").write_text('import sys\nsys.path.insert(0, "/output/report")\n'
                                                      + (task / "tests" / "test_outputs.py").read_text())
     ok, reason = import_path(task)

@@ -608,3 +608,43 @@ def test_huge_fifo_or_linked_instruction_is_refused_before_it_is_read(task: Path
     instruction.unlink()
     instruction.write_text("x" * MAX_INSTRUCTION_BYTES)  # exactly the cap is fine
     assert len(load_task(task).instruction) == MAX_INSTRUCTION_BYTES
+
+
+#: Terminal-Bench 1's usual run-tests.sh: uv from the internet, pytest installed with it, at test time.
+_TB1_RUN_TESTS_ONLINE = """#!/bin/bash
+apt-get update
+apt-get install -y curl
+curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh
+source $HOME/.local/bin/env
+uv venv .tbench-testing
+source .tbench-testing/bin/activate
+uv pip install pytest==8.4.1
+uv run pytest $TEST_DIR/test_outputs.py -rA
+"""
+
+
+def test_migrate_records_test_time_fetches_and_the_rubric_flags_them(tmp_path: Path) -> None:
+    """An imported TB1 task whose tests download uv and pytest records each fetch in
+    ``[metadata].test_time_fetches`` and fails the rubric's ``tests-no-download`` although Harbor's
+    mapper left its network open; an offline TB1 task records nothing and passes."""
+    from evokit.verify.rubric import DEFAULT_RUBRIC, RubricContext
+
+    def judged(dest: Path) -> tuple[bool, str]:
+        ctx = RubricContext(task=Task(dest))
+        return next((ok, why) for rule, ok, why in DEFAULT_RUBRIC.evaluate(ctx, runs=False)
+                    if rule.name == "tests-no-download")
+
+    offline = migrate_terminal_bench(_tb1_task(tmp_path / "a", compose=False), tmp_path / "out" / "offline")
+    src = _tb1_task(tmp_path / "b", compose=False)
+    (src / "run-tests.sh").write_text(_TB1_RUN_TESTS_ONLINE)
+    online = migrate_terminal_bench(src, tmp_path / "out" / "online")
+
+    assert load_task(online).config.environment.network_mode == NetworkMode.PUBLIC
+    fetches = tomllib.loads((online / "task.toml").read_text())["metadata"]["test_time_fetches"]
+    assert fetches == ["tests/test.sh: apt-get install -y curl",
+                       "tests/test.sh: curl -LsSf https://astral.sh/uv/0.7.13/install.sh | sh",
+                       "tests/test.sh: uv pip install pytest==8.4.1"]
+    ok, why = judged(online)
+    assert not ok and "astral.sh" in why
+    assert tomllib.loads((offline / "task.toml").read_text())["metadata"]["test_time_fetches"] == []
+    assert judged(offline)[0]

@@ -9,7 +9,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from evokit.tasks.folder import StrPath, TaskFormatError, describe_validation_error, load_task
+from evokit.tasks.folder import (
+    CONFIG_FILE,
+    StrPath,
+    TaskFormatError,
+    _dump_config,
+    describe_validation_error,
+    load_task,
+)
 
 # ------------------------------------------------------------------------- Terminal-Bench import
 
@@ -29,6 +36,29 @@ services:
       - ${T_BENCH_TASK_LOGS_PATH}:${T_BENCH_CONTAINER_LOGS_PATH}
       - ${T_BENCH_TASK_AGENT_LOGS_PATH}:${T_BENCH_CONTAINER_AGENT_LOGS_PATH}
 """
+
+
+#: ``[metadata]`` key listing what an imported task's tests install or download at test time.
+TEST_TIME_FETCHES_KEY = "test_time_fetches"
+
+
+def _record_test_time_fetches(task_dir: Path) -> list[str]:
+    """Write what the tests fetch at test time into ``[metadata]``, and return it.
+
+    Terminal-Bench 1's ``run-tests.sh`` commonly installs uv from the internet and pytest with it
+    while the tests run; Harbor's mapper keeps that and marks the network open, so nothing in the
+    folder says the reward needs the internet. The record says it, in the task, next to the
+    config that allows it; the rubric's ``tests-no-download`` judges the files themselves.
+    """
+    from evokit.verify.rubric import test_time_fetches  # the rubric's own judgement of a fetch
+
+    tests = task_dir / "tests"
+    fetches = [f"tests/{p.relative_to(tests)}: {line}" for p in sorted(tests.rglob("*")) if p.is_file()
+               for line in test_time_fetches(p.read_text(errors="replace"))]
+    config = load_task(task_dir).config
+    config.metadata[TEST_TIME_FETCHES_KEY] = fetches
+    (task_dir / CONFIG_FILE).write_text(_dump_config(task_dir, config), encoding="utf-8")
+    return fetches
 
 
 def _check_terminal_bench_source(src: Path) -> None:
@@ -57,8 +87,10 @@ def migrate_terminal_bench(src: StrPath, dest: StrPath) -> Path:
     Uses Harbor's own mapper (what ``harbor task migrate`` runs for a single task), after checking
     the source so errors name the file at fault. Departures from the CLI: a Dockerfile-only task
     gets Terminal-Bench's default compose file first (Harbor's mapper insists on one), the result
-    is validated with ``load_task``, and it appears at ``dest`` atomically. Resources, network
-    mode and test-time downloads are left as the source had them: review before evolving.
+    is validated with ``load_task``, what its tests fetch at test time is recorded as
+    ``[metadata].test_time_fetches`` (empty when nothing), and it appears at ``dest`` atomically.
+    Resources, network mode and the downloads themselves are left as the source had them: the
+    rubric (``tests-no-download``, ``harbor-lint``) judges the task as it is.
     """
     from harbor.mappers.terminal_bench import TerminalBenchMapper
 
@@ -79,6 +111,7 @@ def migrate_terminal_bench(src: StrPath, dest: StrPath) -> Path:
         except (OSError, ValueError) as e:
             raise TaskFormatError(src, None, f"Harbor's Terminal-Bench mapper failed: {e}") from e
         load_task(staged)
+        _record_test_time_fetches(staged)
         os.chmod(staged, 0o755)
         os.rename(staged, dest)
     return dest

@@ -381,6 +381,61 @@ def tests_offline_when_forbidden(ctx: RubricContext) -> tuple[bool, str]:
     return True, "tests fetch nothing at test time" if allowed is None else "tests fetch only from allowed hosts"
 
 
+def test_time_fetches(text: str) -> list[str]:
+    """Every line of a test file that installs or downloads something (loopback requests excluded).
+
+    The same judgement as :func:`_fetch` with no allowlist, line by line, so an importer can record
+    what a task's tests fetch and the rubric can name each one.
+    """
+    text = _COMMENT_LINE.sub("", text)
+
+    def downloads(line: str) -> bool:
+        hosts = _URL.findall(line) or _URL.findall(text)
+        return not hosts or not all(h.lower() in _LOCAL_HOSTS for h in hosts)
+
+    return [line.strip()[:120] for line in text.splitlines()
+            if _NETWORK_FETCH.search(line) or (_HTTP_TOOL.search(line) and downloads(line))]
+
+
+def tests_download_nothing(ctx: RubricContext) -> tuple[bool, str]:
+    """Where the network is open at test time, the tests still must not fetch anything.
+
+    A reward that depends on a package index or a download server being up and serving the same
+    bytes is not a function of the agent's work: verification must be reproducible offline (the
+    point of Harbor's ``verifier-network-download`` rule; EE §4.1's verifiers assume it). Tasks
+    without network are judged by ``tests-offline``; a task that checks a live service on purpose
+    says so the way Harbor reads it, ``ignore = ["verifier-network-download"]`` under
+    ``[metadata.harbor.lint]``.
+    """
+    from evokit.verify.harbor_lint import selected_rules
+
+    verifier, env = ctx.task.config.verifier, ctx.task.config.environment
+    if (verifier.network_mode or env.network_mode) != NetworkMode.PUBLIC:
+        return True, "the task has no open network at test time (tests-offline judges it)"
+    if "verifier-network-download" not in selected_rules(ctx.root):
+        return True, "the task states live-service verification ([metadata.harbor.lint] ignores it)"
+    hits = [f"tests/{name}: {line!r}" for name, text in ctx.read_tree("tests").items()
+            for line in test_time_fetches(text)]
+    if hits:
+        return False, (f"the tests fetch at verification time ({'; '.join(hits[:3])}"
+                       f"{f'; {len(hits) - 3} more' if len(hits) > 3 else ''}): bake them into the image")
+    return True, "tests fetch nothing at verification time"
+
+
+def harbor_lint_clean(ctx: RubricContext) -> tuple[bool, str]:
+    """Harbor's own linter, with the rules ``harbor lint`` selects for this task, finds nothing.
+
+    One rubric item lists every finding (``[rule] file:line: message``) so a task is judged by the
+    field's format checks as Harbor states them, without evokit keeping a copy of its rules.
+    """
+    from evokit.verify.harbor_lint import describe, harbor_lint
+
+    findings = harbor_lint(ctx.root)
+    if findings:
+        return False, "harbor lint: " + "; ".join(describe(f, ctx.root) for f in findings)
+    return True, "harbor lint finds nothing"
+
+
 def timeouts_set(ctx: RubricContext) -> tuple[bool, str]:
     raw = tomllib.loads(ctx.task.paths.config_path.read_text())
     missing = [s for s in ("agent", "verifier") if "timeout_sec" not in raw.get(s, {})]
@@ -785,6 +840,9 @@ DEFAULT_RUBRIC = Rubric((
     Rule("environment-no-leak", "the image contains no test or solution file", environment_does_not_leak),
     Rule("tests-offline", "tests need no network when the task forbids it", tests_offline_when_forbidden),
     Rule("timeouts-set", "agent and verifier timeouts are set in task.toml", timeouts_set),
+    Rule("tests-no-download", "tests download nothing at verification time, even with network",
+         tests_download_nothing),
+    Rule("harbor-lint", "Harbor's own linter (harbor lint's rules for the task) finds nothing", harbor_lint_clean),
     Rule("tests-import-path", "the tests' interpreters never load code from the agent's workdir",
          tests_keep_agent_code_off_the_import_path),
     Rule("oracle-deterministic", "the oracle passes alike in fresh sandboxes", oracle_deterministic,
