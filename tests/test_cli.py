@@ -501,3 +501,69 @@ def test_evolve_records_the_hack_gate_and_no_hack_gate_keeps_its_own_store(tmp_p
     capsys.readouterr()
     assert cli.main([*base, "--out", str(tmp_path / "open")]) == 2
     assert "other parameters" in capsys.readouterr().err
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command path of the CLI, groups included (the root is [])."""
+    import typer
+
+    paths, todo = [], [([], typer.main.get_command(cli.app))]
+    while todo:
+        path, cmd = todo.pop()
+        paths.append(path)
+        todo += [([*path, name], sub) for name, sub in getattr(cmd, "commands", {}).items()]
+    return sorted(paths)
+
+
+def test_every_help_shows_an_example_of_its_own_command(capsys, monkeypatch):
+    """Each --help carries an `Example: evokit <that command> ...` line; rich markup keeps the literal
+    [metadata.evokit] in extract's help (unescaped, rich would eat the brackets)."""
+    monkeypatch.setenv("COLUMNS", "250")  # one line per paragraph: nothing is wrapped away
+    paths = _command_paths()
+    assert ["import-tb1"] in paths and ["lineage", "show"] in paths and len(paths) > 15
+    for path in paths:
+        assert cli.main([*path, "--help"]) == 0, path
+        text = capsys.readouterr().out
+        examples = [line.strip() for line in text.splitlines() if "Example:" in line]
+        assert examples and examples[0].startswith(" ".join(["Example: evokit", *path])), (path, examples)
+        if path == ["extract"]:
+            assert text.count("[metadata.evokit]") == 2, text  # the description and --write
+
+
+def test_version(capsys):
+    from evokit import __version__
+
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"evokit {__version__}\n"
+
+
+def test_import_tb1_and_verify_points_at_it(tmp_path):
+    """A Terminal-Bench 1 task given to `evokit verify` gets a pointer to `evokit import-tb1` (exit 2);
+    import-tb1 converts one task, or a folder of them, into Harbor tasks that load."""
+    from tb1_support import tb1_task
+
+    from evokit.tasks import load_task
+
+    one = tb1_task(tmp_path / "tb1", compose=False)
+    tb1_task(tmp_path / "tb1", compose=True, name="count-again")
+    for src, says in [(one, "looks like a Terminal-Bench 1 task"),
+                      (tmp_path / "tb1", "2 Terminal-Bench 1 task(s)")]:
+        out = evokit("verify", str(src))
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert says in out.stderr and f"evokit import-tb1 {src} DEST" in out.stderr, out.stderr
+
+    out = evokit("import-tb1", str(one), str(tmp_path / "single"))
+    assert out.returncode == 0, out.stderr
+    assert load_task(tmp_path / "single").instruction.startswith("Count the lines")
+    out = evokit("import-tb1", str(tmp_path / "tb1"), str(tmp_path / "dataset"))
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in (tmp_path / "dataset").iterdir()) == ["count-again", "count-lines"]
+    assert "2 task(s) imported; next: evokit verify" in out.stdout
+    for t in (tmp_path / "dataset").iterdir():
+        load_task(t)
+
+    again = evokit("import-tb1", str(tmp_path / "tb1"), str(tmp_path / "dataset"))  # both exist now
+    assert again.returncode == 2 and "2 of 2 task(s) not imported" in again.stderr, again.stderr
+    (one / "run-tests.sh").unlink()
+    broken = evokit("import-tb1", str(one), str(tmp_path / "other"))
+    assert broken.returncode == 2 and "run-tests.sh: missing" in broken.stderr and "Traceback" not in broken.stderr
