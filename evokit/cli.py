@@ -5,7 +5,8 @@ malformed task) prints one line, ``evokit: error: <what is wrong>; <what to do>`
 without a traceback; ``evokit --debug CMD ...`` shows the traceback. Failures that are not the
 user's (a bug) print one line too and exit 1; ``--debug`` shows them in full. Jobs run in parallel
 that all failed with the same user-facing error (an LLM endpoint that timed out) report that error.
-Ctrl-C stops any command within seconds, with one line saying how to resume, and exits 130.
+Ctrl-C stops any command within seconds, with one line saying how to resume, and exits 130. An
+LLM call budget (``--max-calls``) that runs out stops the run the same way, with one line, exit 3.
 """
 
 from __future__ import annotations
@@ -237,19 +238,24 @@ LLMRetries = Annotated[int, typer.Option(
 LLMConcurrency = Annotated[int, typer.Option(
     "--llm-concurrency", envvar="EVOKIT_LLM_CONCURRENCY",
     help="LLM requests in flight at once (0: no cap); 1 suits a one-slot local server")]
+LLMMaxCalls = Annotated[int | None, typer.Option(
+    "--max-calls", help="LLM requests to send at most; then the run stops, keeping what it finished "
+                        "(exit 3; rerun with a larger budget to continue)")]
 
 
 def _client(model: str | None, api_base: str | None, timeout: float = 120.0, retries: int = 1,
-            concurrency: int = 0):
-    from evokit.llm import LLMClient
+            concurrency: int = 0, max_calls: int | None = None, watch: bool = False):
+    """The LLM client of a command; ``watch`` prints a line per request on stderr (evokit.llm.print_call)."""
+    from evokit.llm import LLMClient, print_call
 
     if model is None:
         return None
     try:
         return LLMClient(model=model, api_base=api_base, backend="openai" if api_base else "litellm",
-                         timeout=timeout, max_retries=retries, concurrency=concurrency or None)
+                         timeout=timeout, max_retries=retries, concurrency=concurrency or None,
+                         max_calls=max_calls, on_call=print_call if watch else None)
     except ValueError as e:
-        raise UserError(f"{e} (options --llm-timeout, --llm-retries, --llm-concurrency)") from e
+        raise UserError(f"{e} (options --llm-timeout, --llm-retries, --llm-concurrency, --max-calls)") from e
 
 
 @app.command()
@@ -336,6 +342,7 @@ def evolve(
     llm_timeout: LLMTimeout = 120.0,
     llm_retries: LLMRetries = 1,
     llm_concurrency: LLMConcurrency = 0,
+    max_calls: LLMMaxCalls = None,
 ) -> None:
     """Evolve one lineage per seed; kill it any time and run the same command again to resume.
 
@@ -356,7 +363,7 @@ def evolve(
     if backend == "llm":
         from evokit.evolve.llm_roles import llm_backend
 
-        client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency)
+        client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency, max_calls, watch=True)
         if client is None:
             raise UserError("--backend llm needs --model (and --api-base for a local server: start one with "
                             "`evokit serve-llm`)")
@@ -397,6 +404,7 @@ def extract(
     llm_timeout: LLMTimeout = 120.0,
     llm_retries: LLMRetries = 1,
     llm_concurrency: LLMConcurrency = 0,
+    max_calls: LLMMaxCalls = None,
 ) -> None:
     """Recover each task's plan ξ_E (exact for evokit tasks, through the LLM otherwise) and print it.
 
@@ -412,7 +420,7 @@ def extract(
     from evokit.extract import plan_of
     from evokit.tasks import EvokitMetadata, read_metadata, write_metadata
 
-    client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency)
+    client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency, max_calls, watch=True)
     for t in _task_dirs(paths):
         exact = plan_of(t)
         if exact is None and client is None:
@@ -850,6 +858,13 @@ def _main(argv: list[str] | None) -> int:
 
         if isinstance(e, ParallelError):  # jobs that all failed the same user-facing way: that error
             e = e.common_error(_user_errors()) or e
+        from evokit.llm import LLMBudgetSpent
+
+        if isinstance(e, LLMBudgetSpent):  # the stop the user asked for (--max-calls), not a failure
+            where = _INTERRUPT["resume"]
+            print(f"evokit: stopped: {e}; what was finished is kept{f' in {where}' if where else ''}: rerun with "
+                  "a larger --max-calls to continue", file=sys.stderr)
+            return 3
         if isinstance(e, _user_errors()):
             print(f"evokit: error: {' '.join(str(e).split()) or type(e).__name__}", file=sys.stderr)
             return 2

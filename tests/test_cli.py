@@ -567,3 +567,57 @@ def test_import_tb1_and_verify_points_at_it(tmp_path):
     (one / "run-tests.sh").unlink()
     broken = evokit("import-tb1", str(one), str(tmp_path / "other"))
     assert broken.returncode == 2 and "run-tests.sh: missing" in broken.stderr and "Traceback" not in broken.stderr
+
+
+ROTATE = {"pair": "other", "other_scenario": "a log rotation shell script over app.log files",
+          "other_skill": "fix the rotation order so no rotated log is overwritten", "reads_previous": False}
+
+
+def test_extract_prints_a_line_per_llm_call_and_stops_at_the_call_budget(tmp_path):
+    """`evokit extract --write --max-calls 1` on two foreign tasks: one `llm call:` line per request on
+    stderr (what, attempt, tokens, seconds); the second task finds the budget spent: one line, exit 3,
+    the first task's plan kept. The rerun asks only for the second (the first now reads from metadata)."""
+    for src in (ETL, CORPUS / "log-rotate-fix"):
+        shutil.copytree(src, tmp_path / "tasks" / src.name)
+    etl, rotate = tmp_path / "tasks" / ETL.name, tmp_path / "tasks" / "log-rotate-fix"
+    with ScriptedEndpoint([{"steps": [STEP1]}, {"steps": [ROTATE]}]) as ep:
+        args = ["extract", str(etl), str(rotate), "--model", "scripted", "--api-base", ep.api_base, "--write",
+                "--max-calls", "1"]
+        first = evokit(*args)
+        assert first.returncode == 3, first.stderr
+        assert len(ep.requests) == 1 and read_metadata(etl).plan and read_metadata(rotate) is None
+        calls = [line for line in first.stderr.splitlines() if line.startswith("llm call: ")]
+        assert len(calls) == 1 and f"plan extraction for {etl}, attempt 1: " in calls[0], first.stderr
+        assert " tokens, " in calls[0] and calls[0].endswith(" s"), calls
+        said = [line for line in first.stderr.splitlines() if line.startswith("evokit:")]
+        assert len(said) == 1 and said[0].startswith("evokit: stopped: LLM call budget spent"), first.stderr
+        assert "--max-calls" in said[0] and "Traceback" not in first.stderr
+
+        again = evokit(*args)
+    assert again.returncode == 0, again.stderr
+    assert len(ep.requests) == 2 and read_metadata(rotate).plan
+    assert [json.loads(line)["source"] for line in again.stdout.splitlines()] == ["metadata", "llm"]
+
+
+def test_evolve_stops_at_the_call_budget_and_a_rerun_continues(tmp_path, evokit_seeds, capsys):
+    """`evokit evolve --backend llm --max-calls 2`: the proposer's third attempt finds the budget spent;
+    the run stops with one line (exit 3) and its store holds the seed; the rerun without a budget goes
+    on from there to the same end a run without a stop reaches (the seed once, reasons on record)."""
+    base = ["evolve", "--seeds", str(evokit_seeds), "--limit", "1", "--out", str(tmp_path / "store"),
+            "--backend", "llm", "--model", "m", "--generations", "1", "--workers", "1"]
+    with ScriptedEndpoint(["this is not JSON at all"] * 100) as ep:
+        assert cli.main([*base, "--api-base", ep.api_base, "--max-calls", "2"]) == 3
+        err = capsys.readouterr().err.replace("\r", "\n")  # the progress bar redraws with \r
+        assert len(ep.requests) == 2
+        calls = [line.split(": ")[1] for line in err.splitlines() if line.startswith("llm call: ")]
+        direction = calls[0].split()[0]
+        assert calls == [f"{direction} edit, attempt 1", f"{direction} edit, attempt 2"], err
+        said = [line for line in err.splitlines() if line.startswith("evokit:")]
+        assert len(said) == 1 and said[0].startswith("evokit: stopped: LLM call budget spent"), err
+        assert str(tmp_path / "store") in said[0]
+        assert [r["kind"] for r in LineageStore(tmp_path / "store").records()].count("env") == 1
+
+        assert cli.main([*base, "--api-base", ep.api_base]) == 0
+    records = list(LineageStore(tmp_path / "store").records())
+    assert [r["kind"] for r in records].count("env") == 1
+    assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]
