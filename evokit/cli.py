@@ -408,6 +408,9 @@ def extract(
 ) -> None:
     """Recover each task's plan ξ_E (exact for evokit tasks, through the LLM otherwise) and print it.
 
+    A plan from the LLM is checked against the task (evokit.extract.grounding): one whose steps name data
+    found nowhere in the task is reported on stderr and not recorded.
+
     With ``--write`` a foreign task's plan is recorded in its task.toml (``\\[metadata.evokit]``: plan,
     seed 0, goal), after which every evokit command treats it as an evokit task; task.toml is
     re-emitted by Harbor (comments are not kept, legacy keys come out migrated).
@@ -416,8 +419,8 @@ def extract(
     """
     from evokit.difficulty import catalog_reference
     from evokit.evolve.harness import plan_difficulty
+    from evokit.extract import GROUNDED_MIN, grounding, plan_of
     from evokit.extract import extract as extract_plan
-    from evokit.extract import plan_of
     from evokit.tasks import EvokitMetadata, read_metadata, write_metadata
 
     client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency, max_calls, watch=True)
@@ -427,14 +430,21 @@ def extract(
             raise UserError(f"{t}: not an evokit task (no plan in [metadata.evokit]); pass --model (and "
                             "--api-base for a local server, e.g. from `evokit serve-llm`) to extract its plan")
         plan = exact or extract_plan(t, client, seed=seed)
+        fit = None if exact else grounding(plan, t)
+        if fit is not None and not fit.fits:
+            print(f"evokit: warning: the model's plan does not fit this task: {t}: {', '.join(fit.ungrounded)} "
+                  f"name(s) nothing found in its instruction, files or tests (grounding {fit.score:.2f} < "
+                  f"{GROUNDED_MIN}); {'not recorded; ' if write else ''}check the task, or extract again with "
+                  "another --seed or a larger model", file=sys.stderr)
         recorded = False
-        if write and exact is None:
+        if write and exact is None and fit.fits:
             old = read_metadata(t) or EvokitMetadata()
             write_metadata(t, old.model_copy(update={
                 "plan": plan.to_records(), "seed": 0, "goal": plan.goal or None,
                 "difficulty": plan_difficulty(plan, catalog_reference()) or None, "content_hash": None}))
             recorded = True
         print(json.dumps({"task": str(t), "source": "metadata" if exact else "llm", "recorded": recorded,
+                          "grounding": None if fit is None else round(fit.score, 3),
                           "steps": [f"{st.scenario}/{st.skill}" for st in plan.steps],
                           "plan": plan.to_records()}))
 

@@ -621,3 +621,24 @@ def test_evolve_stops_at_the_call_budget_and_a_rerun_continues(tmp_path, evokit_
     records = list(LineageStore(tmp_path / "store").records())
     assert [r["kind"] for r in records].count("env") == 1
     assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]
+
+
+def test_extract_warns_when_the_model_plan_does_not_fit_the_task(tmp_path):
+    """A model that answers a log-rotation task with a FASTA plan and a JSON-events plan: both pass the
+    reply's validation (catalog pair, free text), neither names data the task has; `evokit extract
+    --write` says so on stderr and records neither. A plan that does fit is recorded, grounding 1."""
+    task = tmp_path / "log-rotate-fix"
+    shutil.copytree(CORPUS / "log-rotate-fix", task)
+    fasta = {"pair": "fasta/fasta-stats", "other_scenario": "none", "other_skill": "none", "reads_previous": False}
+    with ScriptedEndpoint([{"steps": [fasta]}, {"steps": [STEP1]}, {"steps": [ROTATE]}]) as ep:
+        for wrong in ("fasta/fasta-stats", STEP1["other_scenario"]):
+            out = evokit("extract", str(task), "--model", "m", "--api-base", ep.api_base, "--write")
+            assert out.returncode == 0, out.stderr
+            warned = [line for line in out.stderr.splitlines() if line.startswith("evokit: warning:")]
+            assert len(warned) == 1 and "the model's plan does not fit this task" in warned[0], out.stderr
+            assert wrong in warned[0] and "not recorded" in warned[0], warned
+            row = json.loads(out.stdout)
+            assert row["grounding"] == 0 and not row["recorded"] and read_metadata(task) is None
+        out = evokit("extract", str(task), "--model", "m", "--api-base", ep.api_base, "--write")
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
+    assert json.loads(out.stdout)["grounding"] == 1 and read_metadata(task).plan
