@@ -18,6 +18,7 @@ What the CLI does with errors (:func:`report_error`; the classes are in :mod:`ev
   bug makes the whole an internal error.
 
 Ctrl-C stops any command within seconds, with one line saying how to resume, and exits 130.
+An LLM call budget (``--max-calls``) that runs out stops the run the same way, with one line, exit 4.
 """
 
 from __future__ import annotations
@@ -41,15 +42,28 @@ from evokit.errors import UserError
 os.environ.setdefault("HARBOR_TELEMETRY", "0")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="evokit: verified, ever-harder terminal environments for RL agents.")
+                  help="evokit: verified, ever-harder terminal environments for RL agents.\n\n"
+                       "Example: evokit verify examples/tasks/*")
 console = Console()
 _DEBUG = {"on": False}
+#: Exit status of a run stopped by its LLM call budget (``--max-calls``): what it finished is kept.
+EXIT_BUDGET = 4
 #: Typer ships its own click: its usage errors are the bases of its public BadParameter.
 _UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from evokit import __version__
+
+        print(f"evokit {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _options(debug: Annotated[bool, typer.Option("--debug", help="show tracebacks of errors")] = False) -> None:
+def _options(debug: Annotated[bool, typer.Option("--debug", help="show tracebacks of errors")] = False,
+             version: Annotated[bool, typer.Option("--version", is_eager=True, callback=_print_version,
+                                                   help="print evokit's version and exit")] = False) -> None:
     _DEBUG["on"] = debug
 
 
@@ -90,6 +104,12 @@ def _task_dirs(paths: list[Path]) -> list[Path]:
             raise UserError(f"{p}: not a task folder (a folder with task.toml) or a folder of them")
         found = _find_tasks(p)
         if not found:
+            from evokit.tasks.migrate import terminal_bench_tasks
+
+            if tb1 := terminal_bench_tasks(p):
+                what = ("looks like a Terminal-Bench 1 task (task.yaml, no task.toml)" if tb1 == [p] else
+                        f"no task folders (task.toml) under it, but {len(tb1)} Terminal-Bench 1 task(s) (task.yaml)")
+                raise UserError(f"{p}: {what}: convert with `evokit import-tb1 {p} DEST`, then use DEST")
             raise UserError(f"{p}: no task folders (a folder with task.toml) under it")
         out.extend(found)
     return out
@@ -111,7 +131,10 @@ def verify(
     hacker_api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of --hacker-model")] = None,
     hacker_turns: Annotated[int, typer.Option(help="model responses per LLM-hacker attempt")] = 10,
 ) -> None:
-    """Run the oracle, null-solution, rubric and hack-gate verifiers; exit 1 if any task fails."""
+    """Run the oracle, null-solution, rubric and hack-gate verifiers; exit 1 if any task fails.
+
+    Example: evokit verify examples/tasks/*
+    """
     from evokit.verify import VerifyConfig, rubric_from, verify_many
     from evokit.verify import logs as verify_logs
     from evokit.verify.hacks import HackGateConfig, LLMHackerConfig
@@ -190,7 +213,10 @@ def run(
     log_dir: Annotated[Path | None, typer.Option(help="keep the trial's /logs here [default: "
                                                       "$EVOKIT_CACHE/logs/run/<task>-<hash>, capped]")] = None,
 ) -> None:
-    """Run one trial of a task in the local sandbox and print its reward."""
+    """Run one trial of a task in the local sandbox and print its reward.
+
+    Example: evokit run examples/tasks/files-organize --agent nop
+    """
     from evokit.sandbox.task_env import image_for_task
     from evokit.tasks import content_hash, load_task
     from evokit.verify import logs as verify_logs
@@ -228,19 +254,24 @@ LLMRetries = Annotated[int, typer.Option(
 LLMConcurrency = Annotated[int, typer.Option(
     "--llm-concurrency", envvar="EVOKIT_LLM_CONCURRENCY",
     help="LLM requests in flight at once (0: no cap); 1 suits a one-slot local server")]
+LLMMaxCalls = Annotated[int | None, typer.Option(
+    "--max-calls", help="LLM requests to send at most; then the run stops, keeping what it finished "
+                        "(exit 4; rerun with a larger budget to continue)")]
 
 
 def _client(model: str | None, api_base: str | None, timeout: float = 120.0, retries: int = 1,
-            concurrency: int = 0):
-    from evokit.llm import LLMClient
+            concurrency: int = 0, max_calls: int | None = None, watch: bool = False):
+    """The LLM client of a command; ``watch`` prints a line per request on stderr (evokit.llm.print_call)."""
+    from evokit.llm import LLMClient, print_call
 
     if model is None:
         return None
     try:
         return LLMClient(model=model, api_base=api_base, backend="openai" if api_base else "litellm",
-                         timeout=timeout, max_retries=retries, concurrency=concurrency or None)
+                         timeout=timeout, max_retries=retries, concurrency=concurrency or None,
+                         max_calls=max_calls, on_call=print_call if watch else None)
     except ValueError as e:
-        raise UserError(f"{e} (options --llm-timeout, --llm-retries, --llm-concurrency)") from e
+        raise UserError(f"{e} (options --llm-timeout, --llm-retries, --llm-concurrency, --max-calls)") from e
 
 
 @app.command()
@@ -254,7 +285,10 @@ def difficulty(
     llm_retries: LLMRetries = 1,
     llm_concurrency: LLMConcurrency = 0,
 ) -> None:
-    """D_T of each task and its decomposition into length, scenario and skill terms (EE §3)."""
+    """D_T of each task and its decomposition into length, scenario and skill terms (EE §3).
+
+    Example: evokit difficulty runs/seeds --reference empirical
+    """
     from evokit import difficulty as dt
     from evokit.extract import extract
 
@@ -293,7 +327,10 @@ def seeds(
     out: Annotated[Path, typer.Option(help="where to write the seed folders")] = Path("runs/seeds"),
     workers: Annotated[int, typer.Option(help="seeds generated and verified at once")] = 2,
 ) -> None:
-    """Write N verified seed tasks (2–5 steps), balanced over scenario domains, spanning D_T."""
+    """Write N verified seed tasks (2–5 steps), balanced over scenario domains, spanning D_T.
+
+    Example: evokit seeds --n 20 --out runs/seeds
+    """
     from evokit.seeds import make_seeds
 
     _INTERRUPT["resume"] = out
@@ -321,8 +358,12 @@ def evolve(
     llm_timeout: LLMTimeout = 120.0,
     llm_retries: LLMRetries = 1,
     llm_concurrency: LLMConcurrency = 0,
+    max_calls: LLMMaxCalls = None,
 ) -> None:
-    """Evolve one lineage per seed; kill it any time and run the same command again to resume."""
+    """Evolve one lineage per seed; kill it any time and run the same command again to resume.
+
+    Example: evokit evolve --seeds runs/seeds --out runs/store --generations 5
+    """
     from evokit.evolve import EvolveConfig, procedural_backend
     from evokit.evolve import evolve as run_evolution
     from evokit.extract import plan_of
@@ -338,7 +379,7 @@ def evolve(
     if backend == "llm":
         from evokit.evolve.llm_roles import llm_backend
 
-        client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency)
+        client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency, max_calls, watch=True)
         if client is None:
             raise UserError("--backend llm needs --model (and --api-base for a local server: start one with "
                             "`evokit serve-llm`)")
@@ -374,41 +415,75 @@ def extract(
     paths: Annotated[list[Path], typer.Argument(help="task folders, or folders of task folders")],
     model: Annotated[str | None, typer.Option(help="LLM that maps a foreign task onto the catalog")] = None,
     api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. from `evokit serve-llm`")] = None,
-    write: Annotated[bool, typer.Option("--write", help="record the plan in each task.toml's [metadata.evokit]")] = False,
+    write: Annotated[bool, typer.Option("--write", help="record the plan in each task.toml's \\[metadata.evokit]")] = False,
     seed: Annotated[int, typer.Option(help="seed sent with the LLM calls")] = 0,
     llm_timeout: LLMTimeout = 120.0,
     llm_retries: LLMRetries = 1,
     llm_concurrency: LLMConcurrency = 0,
+    max_calls: LLMMaxCalls = None,
 ) -> None:
     """Recover each task's plan ξ_E (exact for evokit tasks, through the LLM otherwise) and print it.
 
-    With ``--write`` a foreign task's plan is recorded in its task.toml (``[metadata.evokit]``: plan,
+    A plan from the LLM is checked against the task (evokit.extract.grounding): one whose steps name data
+    found nowhere in the task is reported on stderr and not recorded.
+
+    With ``--write`` a foreign task's plan is recorded in its task.toml (``\\[metadata.evokit]``: plan,
     seed 0, goal), after which every evokit command treats it as an evokit task; task.toml is
     re-emitted by Harbor (comments are not kept, legacy keys come out migrated).
+
+    Example: evokit extract my-task --model M --api-base http://127.0.0.1:8000/v1 --write
     """
     from evokit.difficulty import catalog_reference
     from evokit.evolve.harness import plan_difficulty
+    from evokit.extract import GROUNDED_MIN, grounding, plan_of
     from evokit.extract import extract as extract_plan
-    from evokit.extract import plan_of
     from evokit.tasks import EvokitMetadata, read_metadata, write_metadata
 
-    client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency)
+    client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency, max_calls, watch=True)
     for t in _task_dirs(paths):
         exact = plan_of(t)
         if exact is None and client is None:
             raise UserError(f"{t}: not an evokit task (no plan in [metadata.evokit]); pass --model (and "
                             "--api-base for a local server, e.g. from `evokit serve-llm`) to extract its plan")
         plan = exact or extract_plan(t, client, seed=seed)
+        fit = None if exact else grounding(plan, t)
+        if fit is not None and not fit.fits:
+            print(f"evokit: warning: the model's plan does not fit this task: {t}: {', '.join(fit.ungrounded)} "
+                  f"name(s) nothing found in its instruction, files or tests (grounding {fit.score:.2f} < "
+                  f"{GROUNDED_MIN}); {'not recorded; ' if write else ''}check the task, or extract again with "
+                  "another --seed or a larger model", file=sys.stderr)
         recorded = False
-        if write and exact is None:
+        if write and exact is None and fit.fits:
             old = read_metadata(t) or EvokitMetadata()
             write_metadata(t, old.model_copy(update={
                 "plan": plan.to_records(), "seed": 0, "goal": plan.goal or None,
                 "difficulty": plan_difficulty(plan, catalog_reference()) or None, "content_hash": None}))
             recorded = True
         print(json.dumps({"task": str(t), "source": "metadata" if exact else "llm", "recorded": recorded,
+                          "grounding": None if fit is None else round(fit.score, 3),
                           "steps": [f"{st.scenario}/{st.skill}" for st in plan.steps],
                           "plan": plan.to_records()}))
+
+
+@app.command("import-tb1")
+def import_tb1(
+    src: Annotated[Path, typer.Argument(help="a Terminal-Bench 1 task folder (with task.yaml), or a folder of them")],
+    dest: Annotated[Path, typer.Argument(help="the Harbor task to write (into DEST/<name> if DEST is a folder), "
+                                              "or the dataset folder for a folder of tasks")],
+) -> None:
+    """Convert original Terminal-Bench tasks (task.yaml, run-tests.sh) into Harbor tasks with Harbor's mapper.
+
+    Resources, network mode and test-time downloads come over as the source had them: review them, then
+    run `evokit verify DEST`.
+
+    Example: evokit import-tb1 terminal-bench/tasks runs/tb1
+    """
+    from evokit.tasks.migrate import import_terminal_bench
+
+    done = import_terminal_bench(src, dest)
+    for d in done:
+        console.print(f"imported {escape(str(d))}")
+    console.print(f"{len(done)} task(s) imported; next: evokit verify {escape(str(dest))}")
 
 
 @app.command("serve-llm")
@@ -424,6 +499,8 @@ def serve_llm(
     Prints the ``--model`` and ``--api-base`` to pass to `evokit evolve --backend llm`,
     `evokit extract`, `evokit rollout` or `evokit difficulty`. A 135M model is for trying the
     plumbing, not for good tasks: point --model at a bigger GGUF file for that.
+
+    Example: evokit serve-llm --port 8000
     """
     import signal
     import time
@@ -476,7 +553,10 @@ def rollout(
     llm_retries: LLMRetries = 1,
     llm_concurrency: LLMConcurrency = 0,
 ) -> None:
-    """Run G rollouts of the LLM agent (evokit.agents.LLMAgent) on a task; print rewards, turns and tokens."""
+    """Run G rollouts of the LLM agent (evokit.agents.LLMAgent) on a task; print rewards, turns and tokens.
+
+    Example: evokit rollout examples/tasks/files-organize --model M --api-base URL -n 4 --out rollouts.jsonl
+    """
     from evokit.agents import PROTOCOLS, LLMAgent
     from evokit.rollout import rollout_group, write_rows
     from evokit.tasks import load_task
@@ -519,7 +599,10 @@ def export_traces(
     min_reward: Annotated[float | None, typer.Option(help="keep only rollouts with at least this reward "
                                                            "(e.g. 1 for rejection sampling)")] = None,
 ) -> None:
-    """Write rollouts as SFT data: ShareGPT-style ``conversations`` rows, as Harbor's `traces export` does."""
+    """Write rollouts as SFT data: ShareGPT-style ``conversations`` rows, as Harbor's `traces export` does.
+
+    Example: evokit export-traces rollouts.jsonl --out sft.jsonl --min-reward 1
+    """
     from evokit.traces import traces_from_rows
 
     files: list[Path] = []
@@ -534,14 +617,17 @@ def export_traces(
                   "no kept messages, masked, or under --min-reward)" if skipped else ""))
 
 
-lineage_app = typer.Typer(help="inspect and export a lineage store")
+lineage_app = typer.Typer(help="inspect and export a lineage store\n\nExample: evokit lineage show runs/store")
 app.add_typer(lineage_app, name="lineage")
 
 
 @lineage_app.command("show")
 def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
                  lineage_id: Annotated[str | None, typer.Option("--lineage", help="one lineage only")] = None) -> None:
-    """One row per environment: generation, direction, D_T and its parts, mutation."""
+    """One row per environment: generation, direction, D_T and its parts, mutation.
+
+    Example: evokit lineage show runs/store
+    """
     from evokit.lineage import LineageStore
 
     st = LineageStore(store)
@@ -566,7 +652,10 @@ def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
 def lineage_export(store: Annotated[Path, typer.Argument(help="a lineage store")],
                    out: Annotated[Path, typer.Option(help="Harbor dataset folder to write")],
                    generation: Annotated[int | None, typer.Option(help="only this generation")] = None) -> None:
-    """Copy environments into a plain Harbor dataset folder (one task folder each)."""
+    """Copy environments into a plain Harbor dataset folder (one task folder each).
+
+    Example: evokit lineage export runs/store --out runs/dataset --generation 5
+    """
     from evokit.lineage import LineageStore
 
     written = LineageStore(store).export(out, generation=generation)
@@ -596,6 +685,8 @@ def train(
     The learner starts as the studies' agents do, a solver pretrained on data (``--learner solver``,
     saved as ``OUT/solver.pt``): with ``--learner prior`` it starts from p_T, the distribution D_T is
     measured against, so a D_T–pass-rate correlation of that learner partly follows from its construction.
+
+    Example: evokit train --store runs/store --out runs/train --curriculum el
     """
     from evokit.genenv import GenEnvConfig, GenEnvSource
     from evokit.learners import PolicyConfig
@@ -649,7 +740,10 @@ def train_llm(
     dtype: Annotated[str, typer.Option(help="auto | bfloat16 | float32 | mixed (fp32 weights, bf16 autocast)")] = "auto",
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
 ) -> None:
-    """Train an LLM with TRL's GRPO on evokit tasks in sandboxes (the CPU learner: `evokit train`)."""
+    """Train an LLM with TRL's GRPO on evokit tasks in sandboxes (the CPU learner: `evokit train`).
+
+    Example: evokit train-llm --model tiny --source none --out runs/train-llm --steps 2
+    """
     from evokit.sources import source_from
     from evokit.trl_trainer import LLMTrainConfig, SetupError
     from evokit.trl_trainer import train_llm as run_training
@@ -670,13 +764,17 @@ def train_llm(
     console.print(f"rows in {out}/steps.jsonl, checkpoints in {out}/trl")
 
 
-sandbox_app = typer.Typer(help="list / clean host state of local sandboxes (state dirs, cgroups)")
+sandbox_app = typer.Typer(help="list / clean host state of local sandboxes (state dirs, cgroups)\n\n"
+                               "Example: evokit sandbox clean")
 app.add_typer(sandbox_app, name="sandbox")
 
 
 @sandbox_app.command("list")
 def sandbox_list() -> None:
-    """Every sandbox and build step with host state: live (owner running), stale or orphan."""
+    """Every sandbox and build step with host state: live (owner running), stale or orphan.
+
+    Example: evokit sandbox list
+    """
     from evokit.sandbox import stale
 
     entries = stale.scan()
@@ -690,7 +788,10 @@ def sandbox_list() -> None:
 
 @sandbox_app.command("clean")
 def sandbox_clean() -> None:
-    """Remove the state of sandboxes whose harness is gone (never a live one)."""
+    """Remove the state of sandboxes whose harness is gone (never a live one).
+
+    Example: evokit sandbox clean
+    """
     from evokit.sandbox import stale
 
     removed = stale.clean()
@@ -766,10 +867,17 @@ def report_error(e: Exception, *, debug: bool = False) -> int:
         raise e
     from evokit.parallel import ParallelError
 
+    from evokit.llm import LLMBudgetSpent
+
     more = ""
     if isinstance(e, ParallelError) and (inner := e.common_error((UserError, *_PATH_ERRORS))) is not None:
         more = f" ({len(e.failures)} of {len(e.results)} jobs failed)" if len(e.failures) > 1 else ""
         e = inner
+    if isinstance(e, LLMBudgetSpent):  # the stop the user asked for (--max-calls), not a failure
+        where = _INTERRUPT["resume"]
+        print(f"evokit: stopped: {one_line(str(e))}; what was finished is kept{f' in {where}' if where else ''}: "
+              "rerun with a larger --max-calls to continue", file=sys.stderr)
+        return EXIT_BUDGET
     if isinstance(e, UserError):
         print(f"evokit: error: {one_line(str(e) or type(e).__name__)}{more}", file=sys.stderr)
         return 2

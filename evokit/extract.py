@@ -12,6 +12,8 @@ constrained to the catalog's pairs.
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from evokit.catalog import SCENARIOS, SKILLS, pairs
@@ -126,3 +128,69 @@ def extract(path: str | Path, client: LLMClient | None = None, *, retries: int =
                             what=f"plan extraction for {path}", retries=retries,
                             json_schema=reply_schema(names, max_steps), seed=seed)
     return Plan(plan.steps, goal=task.instruction.strip().splitlines()[0][:200] if task.instruction.strip() else "")
+
+
+# ---------------------------------------------------------------------------- grounding
+#: Below this share of grounded steps an extracted plan is taken not to describe its task.
+GROUNDED_MIN = 0.5
+#: Words too common in task folders to tell one task's data from another's.
+_GENERIC = frozenset("""the and with for from that this whose each one ones file files list lines line plain text
+    data record records value values output input step earlier previous small several some""".split())
+_WORD = re.compile(r"[a-z][a-z0-9]+")
+#: Bytes of a task's own files read for grounding (instruction, environment, tests, solution).
+_TASK_TEXT_BYTES = 200_000
+
+
+@dataclass(frozen=True)
+class Grounding:
+    """How far an extracted plan is about the task it came from (:func:`grounding`)."""
+
+    score: float  # share of steps whose scenario is grounded, 0..1
+    ungrounded: tuple[str, ...]  # the steps (``scenario/skill``) whose scenario words occur nowhere in the task
+
+    @property
+    def fits(self) -> bool:
+        return self.score >= GROUNDED_MIN
+
+
+def scenario_words(scenario: str) -> set[str]:
+    """The words that name a step's data: a catalog scenario's name (``sensor-csv`` → sensor, csv), or the
+    free text of an ``other:`` scenario; generic words (file, lines, data, …) and two-letter words left out."""
+    text = scenario.partition(":")[2] if scenario.startswith(f"{OTHER}:") else scenario.replace("-", " ")
+    return {w for w in _WORD.findall(text.lower()) if len(w) >= 3 and w not in _GENERIC}
+
+
+def task_words(path: str | Path) -> set[str]:
+    """The words of a task: its instruction, every file's path, and the text of its files (up to
+    ``_TASK_TEXT_BYTES`` in all, so a task with large data files is read in bounded time)."""
+    root, budget, parts = Path(path), _TASK_TEXT_BYTES, []
+    for f in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        parts.append(str(f.relative_to(root)))
+        if budget > 0:
+            with open(f, "rb") as fh:
+                data = fh.read(min(budget, 20_000))
+            budget -= len(data)
+            parts.append(data.decode(errors="replace"))
+    return set(_WORD.findall(" ".join(parts).lower().replace("_", " ")))
+
+
+def grounding(plan: Plan, path: str | Path) -> Grounding:
+    """Whether an LLM-extracted plan describes the task at ``path``: a step is grounded when at least half
+    the words naming its scenario (:func:`scenario_words`) occur in the task (:func:`task_words`), matched
+    on their first five letters so that rotate/rotation or sqlite/sqlite3 meet; the score is the share of
+    grounded steps (a step with no naming words counts as grounded).
+
+    Lenient by design: it catches a plan about other data altogether (a FASTA plan for a log-rotation
+    task, what a small model produces when it ignores the task), not a wrong skill. Skills are not
+    checked: their words (count, sum, list) occur in most tasks and would ground anything. Neither paper
+    checks extracted plans; EE's proposer trusts its own reading of the environment.
+    """
+    words = task_words(path)
+    stems = {w[:5] for w in words}
+    missing = []
+    for st in plan.steps:
+        named = scenario_words(st.scenario)
+        if 2 * sum(w[:5] in stems for w in named) < len(named):  # fewer than half of them occur
+            missing.append(f"{st.scenario}/{st.skill}")
+    steps = len(plan.steps) or 1
+    return Grounding(score=(steps - len(missing)) / steps, ungrounded=tuple(missing))

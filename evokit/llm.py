@@ -19,6 +19,14 @@ timeout``. ``concurrency`` caps the requests in flight from one client across th
 lineages evolved at once): a server with one slot queues the others, and a queued request would
 spend its timeout waiting; waiting for a slot here does not count against it.
 
+**Watching and budgets** (``on_call``, ``max_calls``; ``--max-calls`` and the ``llm call:`` lines of
+``evokit evolve --backend llm`` and ``evokit extract``): every request, answered or failed, is reported
+to ``on_call`` as a :class:`CallRecord` (what it was for, the attempt within :meth:`LLMClient.chat_json`,
+tokens, seconds), so a researcher can watch a long run without prints scattered through the roles;
+:func:`print_call` writes one line to stderr. ``max_calls`` caps the requests a client sends (answered
+or not): the next one raises :class:`LLMBudgetSpent` before anything is sent. The cap is per client
+object, so a client pickled into a process or Ray worker counts that worker's requests only.
+
 :meth:`LLMClient.chat_json` is the contract for structured replies: parse JSON (tolerating a
 fenced block), validate it with the caller's function, and on failure send the validation
 error back and retry, raising :class:`LLMReplyError` with every error once the retry budget
@@ -38,7 +46,9 @@ import contextlib
 import json
 import os
 import re
+import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -56,6 +66,12 @@ LABELS = [chr(c) for c in range(ord("A"), ord("Z") + 1)] + [chr(c) for c in rang
 class LLMError(Unavailable, RuntimeError):
     """The endpoint failed (down, timed out, HTTP error, a reply that is not a completion); the
     message, one line, names the endpoint and the model."""
+
+
+class LLMBudgetSpent(LLMError):
+    """The client's ``max_calls`` requests were all sent; nothing more is asked. Not a rejection of
+    anything the model said (a RuntimeError, like every :class:`LLMError`): the run stops, keeping
+    what it finished, and a rerun with a larger budget continues it."""
 
 
 class LLMReplyError(UserError, ValueError):
@@ -89,6 +105,34 @@ class Usage:
     invalid_replies: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One request as :attr:`LLMClient.on_call` sees it, answered (``error`` None) or failed."""
+
+    what: str  # what the call was for: "plan review", "length edit", "plan extraction for T", "chat"
+    attempt: int  # 1-based attempt within chat_json's retries (1 outside chat_json)
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float
+    error: str | None = None  # the failure's one-line message
+
+
+def call_line(rec: CallRecord) -> str:
+    """The line :func:`print_call` writes, e.g. ``llm call: plan review, attempt 1: 812 + 143 tokens, 2.3 s``."""
+    head = f"llm call: {rec.what}, attempt {rec.attempt}: "
+    if rec.error is not None:
+        return head + f"failed after {rec.seconds:.1f} s ({_clip(rec.error)[:160]})"
+    return head + f"{rec.prompt_tokens} + {rec.completion_tokens} tokens, {rec.seconds:.1f} s"
+
+
+def print_call(rec: CallRecord) -> None:
+    """An ``on_call`` hook: one line per request on stderr (a module function, so a client stays picklable),
+    written through tqdm so that a progress bar on stderr is cleared first and redrawn below the line."""
+    from tqdm import tqdm
+
+    tqdm.write(call_line(rec), file=sys.stderr)
 
 
 @dataclass
@@ -125,6 +169,8 @@ class LLMClient:
     max_tokens: int = 1024
     max_retries: int = 1  # attempts after the first on a timeout, connection or 408/409/429/5xx error
     concurrency: int | None = None  # requests in flight at once from this client; None: no cap
+    max_calls: int | None = None  # requests this client may send (answered or failed); None: no cap
+    on_call: Callable[[CallRecord], None] | None = None  # told of every request (module docstring)
     usage: Usage = field(default_factory=Usage)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -137,6 +183,9 @@ class LLMClient:
             raise ValueError(f"max_retries must be 0 or more, not {self.max_retries}")
         if self.concurrency is not None and self.concurrency < 1:
             raise ValueError(f"concurrency must be at least 1 (or None: no cap), not {self.concurrency}")
+        if self.max_calls is not None and self.max_calls < 1:
+            raise ValueError(f"max_calls must be at least 1 (or None: no cap), not {self.max_calls}")
+        self._sent = 0
         self._client = None
         self._litellm_seed: bool | None = None
         self._slots = threading.BoundedSemaphore(self.concurrency) if self.concurrency else contextlib.nullcontext()
@@ -179,6 +228,20 @@ class LLMClient:
                                       api_key=self.api_key or os.environ.get("OPENAI_API_KEY") or "not-needed")
         return self._client
 
+    def _reserve(self) -> None:
+        """Take one request from the ``max_calls`` budget, or raise :class:`LLMBudgetSpent`."""
+        with self._lock:
+            if self.max_calls is not None and self._sent >= self.max_calls:
+                raise LLMBudgetSpent(f"LLM call budget spent: {self._sent} of max_calls={self.max_calls} "
+                                     f"request(s) sent to {self.api_base or self.backend} ({self.model})")
+            self._sent += 1
+
+    def _report(self, what: str, attempt: int, started: float, tokens: tuple[int, int] = (0, 0),
+                error: Exception | None = None) -> None:
+        if self.on_call is not None:
+            self.on_call(CallRecord(what, attempt, *tokens, time.monotonic() - started,
+                                    None if error is None else str(error)))
+
     def _count(self, usage) -> None:
         with self._lock:
             self.usage.calls += 1
@@ -206,13 +269,15 @@ class LLMClient:
         return self.chat_message(messages, json_schema=json_schema, seed=seed, **kw).content
 
     def chat_message(self, messages: list[dict], *, tools: list[dict] | None = None, tool_choice: Any = None,
-                     json_schema: dict | None = None, seed: int | None = None, **kw) -> ChatReply:
+                     json_schema: dict | None = None, seed: int | None = None, what: str = "chat",
+                     attempt: int = 1, **kw) -> ChatReply:
         """One chat completion with the whole assistant message: text, tool calls, finish reason, usage.
 
         For agents: ``tools`` is an OpenAI tools list; ``tool_choice`` is passed through when given
         ("auto", "required", or ``{"type": "function", "function": {"name": ...}}`` to force one tool).
         ``seed`` is sent as the request's ``seed`` where the endpoint takes one (module docstring).
         Usage is counted as :meth:`chat` counts it; failures raise :class:`LLMError` naming the endpoint.
+        ``what`` and ``attempt`` only label the request for ``on_call``.
         """
         args = {"model": self.model, "messages": messages, "temperature": kw.pop("temperature", self.temperature),
                 "max_tokens": kw.pop("max_tokens", self.max_tokens), **kw}
@@ -225,6 +290,8 @@ class LLMClient:
             args["tool_choice"] = tool_choice
         if json_schema is not None:
             args["response_format"] = {"type": "json_object", "schema": json_schema}
+        self._reserve()
+        started = time.monotonic()
         try:
             with self._slots:
                 if self.backend == "litellm":
@@ -235,14 +302,20 @@ class LLMClient:
                 else:
                     resp = self.client.chat.completions.create(**args)
         except Exception as e:
-            raise self._fail(e) from e
+            err = self._fail(e)
+            self._report(what, attempt, started, error=err)
+            raise err from e
         try:
             choice, usage = resp.choices[0], resp.usage
             calls = [ToolCall(getattr(c, "id", None) or f"call_{i}", c.function.name or "", c.function.arguments)
                      for i, c in enumerate(choice.message.tool_calls or [])]
         except Exception as e:  # an answer, but no chat completion (no choices, no message)
-            raise self._fail(e, resp) from e
+            err = self._fail(e, resp)
+            self._report(what, attempt, started, error=err)
+            raise err from e
         self._count(usage)
+        self._report(what, attempt, started, (getattr(usage, "prompt_tokens", 0) or 0,
+                                              getattr(usage, "completion_tokens", 0) or 0))
         return ChatReply(content=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason,
                          prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                          completion_tokens=getattr(usage, "completion_tokens", 0) or 0, seed=sent)
@@ -262,7 +335,8 @@ class LLMClient:
             temp = self.temperature if attempt == 0 else max(self.temperature, 0.7)
             s = None if seed is None else seed if attempt == 0 else call_seed(seed, "retry", attempt)
             seeds.append(s)
-            text = self.chat(history, json_schema=json_schema, temperature=temp, seed=s)
+            text = self.chat(history, json_schema=json_schema, temperature=temp, seed=s, what=what,
+                             attempt=attempt + 1)
             replies.append(text)
             try:
                 return validate(parse_json(text))
@@ -286,17 +360,25 @@ class LLMClient:
             raise ValueError(f"at most {len(LABELS)} options per question, got {len(options)}")
         listing = "\n".join(f"{LABELS[i]}) {o}" for i, o in enumerate(options))
         text = f"{question}\n{listing}\nAnswer with one letter.\nAnswer:"
+        self._reserve()
+        started = time.monotonic()
         try:
             with self._slots:
                 resp = self.client.completions.create(model=self.model, prompt=text, max_tokens=1, temperature=0,
                                                       logprobs=min(len(options) + 20, 60))
         except Exception as e:
-            raise self._fail(e) from e
+            err = self._fail(e)
+            self._report("choice logprobs", 1, started, error=err)
+            raise err from e
         try:
             top, usage = (resp.choices[0].logprobs.top_logprobs or [{}])[0] or {}, resp.usage
         except Exception as e:  # an answer, but no completion with logprobs
-            raise self._fail(e, resp) from e
+            err = self._fail(e, resp)
+            self._report("choice logprobs", 1, started, error=err)
+            raise err from e
         self._count(usage)
+        self._report("choice logprobs", 1, started, (getattr(usage, "prompt_tokens", 0) or 0,
+                                                     getattr(usage, "completion_tokens", 0) or 0))
         best: dict[str, float] = {}
         for tok, lp in top.items():
             label = tok.strip()

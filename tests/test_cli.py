@@ -503,3 +503,144 @@ def test_evolve_records_the_hack_gate_and_no_hack_gate_keeps_its_own_store(tmp_p
     capsys.readouterr()
     assert cli.main([*base, "--out", str(tmp_path / "open")]) == 2
     assert "other parameters" in capsys.readouterr().err
+
+
+def _command_paths() -> list[list[str]]:
+    """Every command path of the CLI, groups included (the root is [])."""
+    import typer
+
+    paths, todo = [], [([], typer.main.get_command(cli.app))]
+    while todo:
+        path, cmd = todo.pop()
+        paths.append(path)
+        todo += [([*path, name], sub) for name, sub in getattr(cmd, "commands", {}).items()]
+    return sorted(paths)
+
+
+def test_every_help_shows_an_example_of_its_own_command(capsys, monkeypatch):
+    """Each --help carries an `Example: evokit <that command> ...` line; rich markup keeps the literal
+    [metadata.evokit] in extract's help (unescaped, rich would eat the brackets)."""
+    monkeypatch.setenv("COLUMNS", "250")  # one line per paragraph: nothing is wrapped away
+    paths = _command_paths()
+    assert ["import-tb1"] in paths and ["lineage", "show"] in paths and len(paths) > 15
+    for path in paths:
+        assert cli.main([*path, "--help"]) == 0, path
+        text = capsys.readouterr().out
+        examples = [line.strip() for line in text.splitlines() if "Example:" in line]
+        assert examples and examples[0].startswith(" ".join(["Example: evokit", *path])), (path, examples)
+        if path == ["extract"]:
+            assert text.count("[metadata.evokit]") == 2, text  # the description and --write
+
+
+def test_version(capsys):
+    from evokit import __version__
+
+    assert cli.main(["--version"]) == 0
+    assert capsys.readouterr().out == f"evokit {__version__}\n"
+
+
+def test_import_tb1_and_verify_points_at_it(tmp_path):
+    """A Terminal-Bench 1 task given to `evokit verify` gets a pointer to `evokit import-tb1` (exit 2);
+    import-tb1 converts one task, or a folder of them, into Harbor tasks that load."""
+    from tb1_support import tb1_task
+
+    from evokit.tasks import load_task
+
+    one = tb1_task(tmp_path / "tb1", compose=False)
+    tb1_task(tmp_path / "tb1", compose=True, name="count-again")
+    for src, says in [(one, "looks like a Terminal-Bench 1 task"),
+                      (tmp_path / "tb1", "2 Terminal-Bench 1 task(s)")]:
+        out = evokit("verify", str(src))
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert says in out.stderr and f"evokit import-tb1 {src} DEST" in out.stderr, out.stderr
+
+    out = evokit("import-tb1", str(one), str(tmp_path / "single"))
+    assert out.returncode == 0, out.stderr
+    assert load_task(tmp_path / "single").instruction.startswith("Count the lines")
+    out = evokit("import-tb1", str(tmp_path / "tb1"), str(tmp_path / "dataset"))
+    assert out.returncode == 0, out.stderr
+    assert sorted(p.name for p in (tmp_path / "dataset").iterdir()) == ["count-again", "count-lines"]
+    assert "2 task(s) imported; next: evokit verify" in out.stdout
+    for t in (tmp_path / "dataset").iterdir():
+        load_task(t)
+
+    again = evokit("import-tb1", str(tmp_path / "tb1"), str(tmp_path / "dataset"))  # both exist now
+    assert again.returncode == 2 and "2 of 2 task(s) not imported" in again.stderr, again.stderr
+    (one / "run-tests.sh").unlink()
+    broken = evokit("import-tb1", str(one), str(tmp_path / "other"))
+    assert broken.returncode == 2 and "run-tests.sh: missing" in broken.stderr and "Traceback" not in broken.stderr
+
+
+ROTATE = {"pair": "other", "other_scenario": "a log rotation shell script over app.log files",
+          "other_skill": "fix the rotation order so no rotated log is overwritten", "reads_previous": False}
+
+
+def test_extract_prints_a_line_per_llm_call_and_stops_at_the_call_budget(tmp_path):
+    """`evokit extract --write --max-calls 1` on two foreign tasks: one `llm call:` line per request on
+    stderr (what, attempt, tokens, seconds); the second task finds the budget spent: one line, exit 4,
+    the first task's plan kept. The rerun asks only for the second (the first now reads from metadata)."""
+    for src in (ETL, CORPUS / "log-rotate-fix"):
+        shutil.copytree(src, tmp_path / "tasks" / src.name)
+    etl, rotate = tmp_path / "tasks" / ETL.name, tmp_path / "tasks" / "log-rotate-fix"
+    with ScriptedEndpoint([{"steps": [STEP1]}, {"steps": [ROTATE]}]) as ep:
+        args = ["extract", str(etl), str(rotate), "--model", "scripted", "--api-base", ep.api_base, "--write",
+                "--max-calls", "1"]
+        first = evokit(*args)
+        assert first.returncode == 4, first.stderr
+        assert len(ep.requests) == 1 and read_metadata(etl).plan and read_metadata(rotate) is None
+        calls = [line for line in first.stderr.splitlines() if line.startswith("llm call: ")]
+        assert len(calls) == 1 and f"plan extraction for {etl}, attempt 1: " in calls[0], first.stderr
+        assert " tokens, " in calls[0] and calls[0].endswith(" s"), calls
+        said = [line for line in first.stderr.splitlines() if line.startswith("evokit:")]
+        assert len(said) == 1 and said[0].startswith("evokit: stopped: LLM call budget spent"), first.stderr
+        assert "--max-calls" in said[0] and "Traceback" not in first.stderr
+
+        again = evokit(*args)
+    assert again.returncode == 0, again.stderr
+    assert len(ep.requests) == 2 and read_metadata(rotate).plan
+    assert [json.loads(line)["source"] for line in again.stdout.splitlines()] == ["metadata", "llm"]
+
+
+def test_evolve_stops_at_the_call_budget_and_a_rerun_continues(tmp_path, evokit_seeds, capsys):
+    """`evokit evolve --backend llm --max-calls 2`: the proposer's third attempt finds the budget spent;
+    the run stops with one line (exit 4) and its store holds the seed; the rerun without a budget goes
+    on from there to the same end a run without a stop reaches (the seed once, reasons on record)."""
+    base = ["evolve", "--seeds", str(evokit_seeds), "--limit", "1", "--out", str(tmp_path / "store"),
+            "--backend", "llm", "--model", "m", "--generations", "1", "--workers", "1"]
+    with ScriptedEndpoint(["this is not JSON at all"] * 100) as ep:
+        assert cli.main([*base, "--api-base", ep.api_base, "--max-calls", "2"]) == 4
+        err = capsys.readouterr().err.replace("\r", "\n")  # the progress bar redraws with \r
+        assert len(ep.requests) == 2
+        calls = [line.split(": ")[1] for line in err.splitlines() if line.startswith("llm call: ")]
+        direction = calls[0].split()[0]
+        assert calls == [f"{direction} edit, attempt 1", f"{direction} edit, attempt 2"], err
+        said = [line for line in err.splitlines() if line.startswith("evokit:")]
+        assert len(said) == 1 and said[0].startswith("evokit: stopped: LLM call budget spent"), err
+        assert str(tmp_path / "store") in said[0]
+        assert [r["kind"] for r in LineageStore(tmp_path / "store").records()].count("env") == 1
+
+        assert cli.main([*base, "--api-base", ep.api_base]) == 0
+    records = list(LineageStore(tmp_path / "store").records())
+    assert [r["kind"] for r in records].count("env") == 1
+    assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]
+
+
+def test_extract_warns_when_the_model_plan_does_not_fit_the_task(tmp_path):
+    """A model that answers a log-rotation task with a FASTA plan and a JSON-events plan: both pass the
+    reply's validation (catalog pair, free text), neither names data the task has; `evokit extract
+    --write` says so on stderr and records neither. A plan that does fit is recorded, grounding 1."""
+    task = tmp_path / "log-rotate-fix"
+    shutil.copytree(CORPUS / "log-rotate-fix", task)
+    fasta = {"pair": "fasta/fasta-stats", "other_scenario": "none", "other_skill": "none", "reads_previous": False}
+    with ScriptedEndpoint([{"steps": [fasta]}, {"steps": [STEP1]}, {"steps": [ROTATE]}]) as ep:
+        for wrong in ("fasta/fasta-stats", STEP1["other_scenario"]):
+            out = evokit("extract", str(task), "--model", "m", "--api-base", ep.api_base, "--write")
+            assert out.returncode == 0, out.stderr
+            warned = [line for line in out.stderr.splitlines() if line.startswith("evokit: warning:")]
+            assert len(warned) == 1 and "the model's plan does not fit this task" in warned[0], out.stderr
+            assert wrong in warned[0] and "not recorded" in warned[0], warned
+            row = json.loads(out.stdout)
+            assert row["grounding"] == 0 and not row["recorded"] and read_metadata(task) is None
+        out = evokit("extract", str(task), "--model", "m", "--api-base", ep.api_base, "--write")
+    assert out.returncode == 0 and "warning" not in out.stderr, out.stderr
+    assert json.loads(out.stdout)["grounding"] == 1 and read_metadata(task).plan

@@ -136,3 +136,23 @@ def test_parse_json_accepts_fences_and_rejects_prose():
     assert parse_json('Sure!\n```json\n{"a": 1}\n```') == {"a": 1}
     with pytest.raises(ValueError, match="not JSON"):
         parse_json("I cannot do that.")
+
+
+@pytest.mark.parametrize("task, scenario, grounded", [
+    ("log-rotate-fix", "other:a log rotation shell script over app.log files", True),
+    ("log-rotate-fix", "access-log", True),  # a log task: the access-log scenario names data it has
+    ("log-rotate-fix", "fasta", False),
+    ("log-rotate-fix", "other:JSON Lines event files with a country lookup table", False),  # only json occurs
+    ("jsonl-etl-pipeline", "other:JSON Lines event files with a country lookup table", True),
+    ("sqlite-migrations", "sqlite-db", True),
+    ("sqlite-migrations", "crontab", False),
+])
+def test_grounding_tells_a_plan_about_the_task_from_one_about_other_data(task, scenario, grounded):
+    """The grounding of one-step plans against the Terminal-Bench-2-style corpus: a step is grounded when
+    at least half its scenario words occur in the task folder (the corpus tasks were written by hand, so
+    the cases are not tuned to the word lists)."""
+    from evokit.extract import grounding
+
+    g = grounding(Plan((Step(scenario, "other:x" if scenario.startswith("other:") else "count-records"),)),
+                  ROOT / "tests" / "data" / "tb2_style" / task)
+    assert g.fits is grounded and (g.ungrounded == ()) is grounded, g

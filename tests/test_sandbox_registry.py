@@ -377,6 +377,19 @@ def test_registry_errors_are_one_clear_line(reg, tmp_path):
         build_image(ctx, root=tmp_path / "c")
 
 
+def test_a_digest_the_registry_lacks_asks_for_a_mirror_holding_it(reg, tmp_path):
+    """A FROM pinned to a digest the registry does not hold (the repository exists, the digest is
+    another image's) fails naming the image, the digest and the kind of registry that would serve it."""
+    missing = "sha256:" + "0" * 64
+    ctx = make_context(tmp_path / "ctx", f"FROM {reg.open.host}/evokit/foo@{missing}\n")
+    with pytest.raises(ImageBuildError) as e:
+        build_image(ctx, root=tmp_path / "c")
+    msg = str(e.value)
+    assert "\n" not in msg and "HTTP 404" in msg and f"evokit/foo@{missing}" in msg, msg
+    assert f"holds no manifest {missing}" in msg and "pull-through mirror" in msg, msg
+    assert f"EVOKIT_REGISTRY_MIRRORS={reg.open.host}=" in msg and "local registry" in msg, msg
+
+
 def test_multi_stage_from_a_registry_image(reg, pulled_cache, tmp_path):
     """A pulled image as a build stage and as a COPY --from source, into a Debian (mmdebstrap) stage."""
     ctx = make_context(tmp_path / "ctx", f"""\

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from harbor.models.task.config import NetworkMode, TaskConfig, TaskOS
 from harbor.models.task.task import Task
+from tb1_support import tb1_task
 
 from evokit.tasks import (
     EvokitMetadata,
@@ -425,34 +426,9 @@ def test_task_format_error_pickles(task: Path) -> None:
 # -------------------------------------------------------------------------- Terminal-Bench 1
 
 
-def _tb1_task(root: Path, *, compose: bool) -> Path:
-    src = root / "count-lines"
-    (src / "tests").mkdir(parents=True)
-    (src / "task.yaml").write_text(
-        "instruction: |-\n  Count the lines of /app/input.txt into /app/count.txt.\n"
-        "author_name: evokit\nauthor_email: evokit@example.com\ndifficulty: easy\n"
-        "category: file-operations\ntags: [wc, bash]\n"
-        "max_agent_timeout_sec: 200\nmax_test_timeout_sec: 30\n"
-    )
-    (src / "Dockerfile").write_text(
-        "FROM debian:bookworm-slim\nWORKDIR /app\nCOPY input.txt /app/input.txt\n"
-    )
-    (src / "input.txt").write_text("a\nb\nc\n")
-    (src / "solution.sh").write_text("#!/bin/bash\nwc -l < /app/input.txt > /app/count.txt\n")
-    (src / "run-tests.sh").write_text('#!/bin/bash\nbash "$TEST_DIR/check.sh"\n')
-    (src / "tests" / "check.sh").write_text('[ "$(cat /app/count.txt)" = 3 ]\n')
-    if compose:
-        (src / "docker-compose.yaml").write_text(
-            "services:\n  client:\n    build:\n      dockerfile: Dockerfile\n"
-            "    image: ${T_BENCH_TASK_DOCKER_CLIENT_IMAGE_NAME}\n"
-            "    environment:\n      - TEST_DIR=${T_BENCH_TEST_DIR}\n"
-        )
-    return src
-
-
 @pytest.mark.parametrize("compose", [True, False], ids=["with-compose", "dockerfile-only"])
 def test_migrate_terminal_bench(tmp_path: Path, compose: bool) -> None:
-    src = _tb1_task(tmp_path / "tb1", compose=compose)
+    src = tb1_task(tmp_path / "tb1", compose=compose)
     dest = migrate_terminal_bench(src, tmp_path / "harbor" / "count-lines")
 
     task = load_task(dest)
@@ -478,7 +454,7 @@ def test_migrate_terminal_bench(tmp_path: Path, compose: bool) -> None:
 
 
 def test_migrate_errors_name_the_file(tmp_path: Path) -> None:
-    src = _tb1_task(tmp_path / "tb1", compose=False)
+    src = tb1_task(tmp_path / "tb1", compose=False)
     (src / "run-tests.sh").unlink()
     with pytest.raises(TaskFormatError, match="run-tests.sh: missing"):
         migrate_terminal_bench(src, tmp_path / "out" / "x")
@@ -492,7 +468,7 @@ def test_migrate_errors_name_the_file(tmp_path: Path) -> None:
 
 
 def test_migrate_refuses_existing_destination(tmp_path: Path) -> None:
-    src = _tb1_task(tmp_path / "tb1", compose=True)
+    src = tb1_task(tmp_path / "tb1", compose=True)
     (tmp_path / "out").mkdir()
     with pytest.raises(FileExistsError):
         migrate_terminal_bench(src, tmp_path / "out")

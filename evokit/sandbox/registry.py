@@ -240,6 +240,13 @@ class _Client:
                             "(credentials are not supported by the local sandbox)")
 
     def _http_message(self, e: urllib.error.HTTPError, path: str) -> str:
+        if e.code == 404 and self.ref.digest and path == f"manifests/{self.ref.digest}":
+            # A pin names bytes, not a name: only a registry holding that very manifest can serve it
+            # (a mirror that copied the tag later, or never pulled it, has other digests or none).
+            return (f"{self.where()}: HTTP 404, this registry holds no manifest {self.ref.digest} for "
+                    f"{self.ref.repository}; a FROM pinned to a digest needs a registry that has that digest: a "
+                    f"pull-through mirror of {self.ref.registry} ($EVOKIT_REGISTRY_MIRRORS={self.ref.registry}="
+                    "http://HOST:PORT) or a local registry the image was pushed to")
         what = {401: "unauthorized (a private image? credentials are not supported)",
                 403: "forbidden", 404: "not found (check the name, tag or digest)",
                 429: "rate limited (retry later or use a mirror: $EVOKIT_REGISTRY_MIRRORS)"}

@@ -29,11 +29,11 @@ from evokit.tasks.folder import (
     load_task,
 )
 from evokit.tasks.metadata import EvokitMetadata, Lineage, read_metadata, write_metadata
-from evokit.tasks.migrate import migrate_terminal_bench
+from evokit.tasks.migrate import import_terminal_bench, migrate_terminal_bench, terminal_bench_tasks
 from evokit.tasks.write import TaskFiles, default_task_config, write_task
 
 __all__ = [
     "CONFIG_FILE", "HASHED_PARTS", "IGNORED_NAMES", "INSTRUCTION_FILE", "METADATA_KEY", "EvokitMetadata",
     "Lineage", "TaskFiles", "TaskFormatError", "content_hash", "default_task_config", "load_task",
-    "migrate_terminal_bench", "read_metadata", "write_metadata", "write_task",
+    "import_terminal_bench", "migrate_terminal_bench", "read_metadata", "terminal_bench_tasks", "write_metadata", "write_task",
 ]

@@ -115,3 +115,62 @@ def migrate_terminal_bench(src: StrPath, dest: StrPath) -> Path:
         os.chmod(staged, 0o755)
         os.rename(staged, dest)
     return dest
+
+
+def terminal_bench_tasks(root: StrPath) -> list[Path]:
+    """Original Terminal-Bench task folders (task.yaml, no task.toml) at or below ``root``.
+
+    ``root`` itself when it is one; otherwise every such folder below it (hidden folders skipped, a
+    task's own subfolders not searched). Lets a command that expects Harbor tasks tell a user who
+    pointed it at Terminal-Bench 1 tasks what to run instead (``evokit import-tb1``).
+    """
+    root = Path(root)
+    if _is_terminal_bench(root):
+        return [root]
+    found = []
+    for dirpath, dirnames, _ in os.walk(root):
+        here = Path(dirpath)
+        if here != root and _is_terminal_bench(here):
+            found.append(here)
+            dirnames[:] = []
+            continue
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+    return sorted(found)
+
+
+def _is_terminal_bench(path: Path) -> bool:
+    return (path / "task.yaml").is_file() and not (path / "task.toml").is_file()
+
+
+def import_terminal_bench(src: StrPath, dest: StrPath) -> list[Path]:
+    """Import one Terminal-Bench task (``src`` has task.yaml; it becomes the Harbor task ``dest``, or
+    ``dest/<name>`` when ``dest`` is an existing folder, as ``cp -r`` would place it) or a folder of
+    them (each becomes ``dest/<name>``), with :func:`migrate_terminal_bench`.
+
+    A folder of tasks is imported whole or reported whole: every task is tried, and if any fails a
+    :class:`TaskFormatError` names each failure (the tasks that did import stay in ``dest``).
+    """
+    src, dest = Path(src), Path(dest)
+    if not src.exists():
+        raise FileNotFoundError(f"{src}: no such file or folder")
+    if (src / "task.yaml").is_file():
+        return [migrate_terminal_bench(src, dest / src.resolve().name if dest.is_dir() else dest)]
+    tasks = terminal_bench_tasks(src)
+    if not tasks:
+        raise TaskFormatError(src, "task.yaml", "missing, and no Terminal-Bench task (a folder with task.yaml) "
+                                                "below it")
+    names = [t.name for t in tasks]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise TaskFormatError(src, None, f"task name(s) {', '.join(twice)} occur more than once below it; import "
+                                         "those folders one at a time")
+    done, failed = [], []
+    for t in tasks:
+        try:
+            done.append(migrate_terminal_bench(t, dest / t.name))
+        except (TaskFormatError, FileExistsError) as e:
+            failed.append(" ".join(str(e).split()))
+    if failed:
+        raise TaskFormatError(src, None, f"{len(failed)} of {len(tasks)} task(s) not imported "
+                                         f"({len(done)} imported into {dest}): {'; '.join(failed)}")
+    return done
