@@ -865,9 +865,8 @@ def report_error(e: Exception, *, debug: bool = False) -> int:
     ``debug`` re-raise it instead, so that Python prints the traceback."""
     if debug:
         raise e
-    from evokit.parallel import ParallelError
-
     from evokit.llm import LLMBudgetSpent
+    from evokit.parallel import ParallelError
 
     more = ""
     if isinstance(e, ParallelError) and (inner := e.common_error((UserError, *_PATH_ERRORS))) is not None:

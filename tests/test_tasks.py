@@ -610,8 +610,8 @@ def test_migrate_records_test_time_fetches_and_the_rubric_flags_them(tmp_path: P
         return next((ok, why) for rule, ok, why in DEFAULT_RUBRIC.evaluate(ctx, runs=False)
                     if rule.name == "tests-no-download")
 
-    offline = migrate_terminal_bench(_tb1_task(tmp_path / "a", compose=False), tmp_path / "out" / "offline")
-    src = _tb1_task(tmp_path / "b", compose=False)
+    offline = migrate_terminal_bench(tb1_task(tmp_path / "a", compose=False), tmp_path / "out" / "offline")
+    src = tb1_task(tmp_path / "b", compose=False)
     (src / "run-tests.sh").write_text(_TB1_RUN_TESTS_ONLINE)
     online = migrate_terminal_bench(src, tmp_path / "out" / "online")
 
