@@ -49,11 +49,11 @@ from evokit.difficulty import Reference, catalog_reference, score
 from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
 from evokit.evolve.metrics import mutation
 from evokit.evolve.review import PlanReviewer
-from evokit.lineage import EnvRecord, LineageStore, gate_row
+from evokit.lineage import EnvRecord, LineageStore, StoreError, check_cause, gate_row
 from evokit.llm import LLMReplyError
 from evokit.plan import Plan, render
 from evokit.seeding import call_seed
-from evokit.tasks import EvokitMetadata, Lineage, read_metadata, write_metadata
+from evokit.tasks import EvokitMetadata, Lineage, content_hash, read_metadata, write_metadata
 from evokit.verify import Verdict, VerifyConfig, verify_task
 
 
@@ -230,7 +230,7 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
             seeded["k"] = k  # reject records of sibling k are its own (the store keys records by k)
         feedback: list[str] = []
         tried: set[str] = set(seen)
-        edit = None
+        edit, cause = None, "no proposal"  # the cause of the last failed round (lineage.CAUSES)
         for r in range(cfg.review_rounds):
             try:
                 proposal = backend.proposer.propose(plan, direction, cfg.effort, seed=seed, rng=rng, exclude=tried,
@@ -238,9 +238,11 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
                                                     call_seed=role_seed(llm_seed, "propose", r))
             except ValueError as e:  # an LLM reply that never validated: a rejection with its reason
                 feedback.append(f"proposer: {e}")
+                cause = "proposal invalid"
                 continue
             if proposal is None:
                 feedback.append("proposer: no edit of this kind found")
+                cause = "no proposal"
                 break
             tried.add(proposal.plan.to_json())
             reasons = backend.reviewer.review(plan, proposal.plan, direction, cfg.effort, seed=seed, seen=seen,
@@ -249,9 +251,10 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
                 edit = proposal
                 break
             feedback += reasons
+            cause = "review refused"
         if edit is None:
             store.append({"kind": "reject", "lineage": lineage, "generation": g, "direction": direction,
-                          "stage": "plan", "reasons": feedback[-6:], **seeded})
+                          "stage": "plan", "cause": cause, "reasons": feedback[-6:], **seeded})
             continue
         child = _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0,
                                   llm_seed, k, seen)
@@ -310,8 +313,11 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 return rec
             feedback = [failure_reason(c) for c in verdict.failures]
             shutil.rmtree(dest, ignore_errors=True)
+    # The last attempt's failing checks, every one (the oracle's names the first failing test); the
+    # cause is the first of them, in the verifiers' order (oracle, null, hack gate, rubric).
     store.append({"kind": "reject", "lineage": lineage, "generation": g, "direction": edit.direction,
-                  "stage": "verify", "reasons": feedback[-6:], **({"hack_gate": gates} if gates else {}), **seeded})
+                  "stage": "verify", "cause": check_cause(feedback[0]) if feedback else "unknown",
+                  "reasons": feedback, **({"hack_gate": gates} if gates else {}), **seeded})
     return None
 
 
@@ -352,9 +358,28 @@ def add_seed(store: LineageStore, seed_dir: Path, lineage: str, backend: Backend
         shutil.rmtree(tmp, ignore_errors=True)
     rec = EnvRecord(lineage, 0, 1, name, h, None, None, None, {
         "plan": plan.to_records(), "difficulty": plan_difficulty(plan, catalog_reference()),
-        "seed_dir": str(seed_dir), **({"extracted": True} if extracted else {})})
+        "seed_dir": str(seed_dir), "seed_hash": content_hash(seed_dir), **({"extracted": True} if extracted else {})})
     store.add_env(rec)
     return rec
+
+
+def check_seeds(store: LineageStore, lineages: list[tuple[str, Path]]) -> None:
+    """Refuse to grow a stored lineage from another seed than its own.
+
+    Lineage names follow the seeds' sorted order, so more seeds (a larger ``--limit``, new seed
+    folders that sort after the others) add lineages and leave the stored ones as they are; a seed
+    that sorts in between, or a changed seed, would give a stored lineage another seed.
+    """
+    first = {e.lineage: e for e in store.envs() if e.generation == 0}
+    for name, seed_dir in lineages:
+        rec = first.get(name)
+        if rec is None:
+            continue
+        recorded = rec.data.get("seed_hash") or (None if rec.data.get("extracted") else rec.content_hash)
+        if recorded is not None and recorded != content_hash(seed_dir):
+            raise StoreError(f"{store.root}: lineage {name} was grown from another seed than {seed_dir} (the seeds "
+                             "changed or a new one sorts before it); use a new --out, or add seeds that sort "
+                             "after the stored ones")
 
 
 def evolve_lineage(store: LineageStore, backend: Backend, cfg: EvolveConfig, lineage: str, seed_dir: Path,
