@@ -364,22 +364,28 @@ def add_seed(store: LineageStore, seed_dir: Path, lineage: str, backend: Backend
 
 
 def check_seeds(store: LineageStore, lineages: list[tuple[str, Path]]) -> None:
-    """Refuse to grow a stored lineage from another seed than its own.
+    """Refuse a seed list that would give a stored lineage another seed, or a stored seed another lineage.
 
     Lineage names follow the seeds' sorted order, so more seeds (a larger ``--limit``, new seed
     folders that sort after the others) add lineages and leave the stored ones as they are; a seed
-    that sorts in between, or a changed seed, would give a stored lineage another seed.
+    that sorts in between renames the ones after it, and a changed seed changes its lineage's root.
     """
-    first = {e.lineage: e for e in store.envs() if e.generation == 0}
+    stored = {}  # lineage → its seed's hash
+    for e in store.envs():
+        if e.generation == 0:
+            h = e.data.get("seed_hash") or (None if e.data.get("extracted") else e.content_hash)
+            if h is not None:
+                stored[e.lineage] = h
+    by_hash = {h: name for name, h in stored.items()}
     for name, seed_dir in lineages:
-        rec = first.get(name)
-        if rec is None:
+        h = content_hash(seed_dir)
+        if name in stored and stored[name] != h:
+            why = f"lineage {name} was grown from another seed than {seed_dir} (the seed changed)"
+        elif name not in stored and by_hash.get(h) not in (None, name):
+            why = f"{seed_dir} is the seed of lineage {by_hash[h]} but would start lineage {name} (a new seed sorts before it)"
+        else:
             continue
-        recorded = rec.data.get("seed_hash") or (None if rec.data.get("extracted") else rec.content_hash)
-        if recorded is not None and recorded != content_hash(seed_dir):
-            raise StoreError(f"{store.root}: lineage {name} was grown from another seed than {seed_dir} (the seeds "
-                             "changed or a new one sorts before it); use a new --out, or add seeds that sort "
-                             "after the stored ones")
+        raise StoreError(f"{store.root}: {why}; use a new --out, or add only seeds that sort after the stored ones")
 
 
 def evolve_lineage(store: LineageStore, backend: Backend, cfg: EvolveConfig, lineage: str, seed_dir: Path,
