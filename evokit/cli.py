@@ -566,7 +566,7 @@ def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
             rej.add_column(col, no_wrap=True)
         rej.add_column("reason")
         for r in st.rejections(lineage_id):
-            rej.add_row(r.lineage, str(r.generation) + (f".{r.k}" if r.k > 1 else ""), r.direction, r.cause,
+            rej.add_row(r.lineage, str(r.generation) + (f".{r.k}" if r.k != 1 else ""), r.direction, r.cause,
                         escape(one_line("; ".join(r.reasons))))
         console.print(rej)
     problems = st.check()

@@ -72,7 +72,7 @@ class EnvRecord:
 CAUSES = ("no proposal", "proposal invalid", "review refused", "modifier invalid", "not novel", "build failed",
           "oracle failed", "null passed", "hack gate", "rubric")
 _CHECK_CAUSES = {"format": "build failed", "build": "build failed", "oracle": "oracle failed",
-                 "null": "null passed", "hack gate": "hack gate", "rubric": "rubric", "modifier": "modifier invalid",
+                 "null": "null passed", "hack gate": "hack gate", "hack-gate": "hack gate", "rubric": "rubric", "modifier": "modifier invalid",
                  "novel": "not novel"}
 
 
@@ -108,8 +108,8 @@ class Rejection:
 
     lineage: str
     generation: int
-    k: int
-    direction: str
+    k: int | str  # the sibling; baseline stores name candidates ("candidate-2")
+    direction: str  # "-" in baseline stores (no direction)
     stage: str  # "plan" (proposer ⇄ reviewer) or "verify" (modifier and verifiers)
     cause: str  # one of CAUSES
     reasons: tuple[str, ...]  # the failing checks' reasons (verify) or the last rounds' feedback (plan)

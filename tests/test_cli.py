@@ -23,7 +23,7 @@ from llm_support import ScriptedEndpoint
 from store_support import timeless_records
 
 from evokit import cli
-from evokit.lineage import LineageStore
+from evokit.lineage import LineageStore, reject_cause
 from evokit.tasks import content_hash, read_metadata
 from evokit.verify import verify_task
 
@@ -142,6 +142,8 @@ def test_a_child_that_never_verifies_is_rejected_with_its_first_failing_test(tmp
     assert (reject.generation, reject.direction, reject.stage, reject.cause) == (1, "length", "verify", "oracle failed")
     oracle = [r for r in reject.reasons if r.startswith("oracle: ")]
     assert oracle and "test_users" in oracle[0], reject.reasons
+    (row,) = [r for r in LineageStore(store_dir).records() if r["kind"] == "reject"]
+    assert reject_cause({k: v for k, v in row.items() if k != "cause"}) == row["cause"]  # records without one
     shown = evokit("lineage", "show", str(store_dir), "--rejections", env_columns=400)
     (row,) = [line for line in shown.stdout.splitlines() if "oracle failed" in line]
     assert "oracle: reward 0.0" in row and "test_users" in row, shown.stdout
@@ -522,6 +524,8 @@ def test_an_llm_endpoint_answering_garbage_is_one_line_exit_2(tmp_path, evokit_s
     records = list(LineageStore(tmp_path / "s2").records())
     assert code == 3 and [r["kind"] for r in records].count("env") == 1, out  # the seed only: no child
     assert {r["stage"] for r in records if r["kind"] == "reject"} == {"plan"}
+    assert all(reject_cause({k: v for k, v in r.items() if k != "cause"}) == r["cause"] == "proposal invalid"
+               for r in records if r["kind"] == "reject")  # the cause read from the reasons agrees
     assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]
     assert "0 children accepted, 3 attempts rejected" in out, out
     for d in ("length", "scenario", "skill"):
