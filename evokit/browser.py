@@ -7,7 +7,8 @@ parent's, the verifiers' verdict, the mutation metrics, the measured pass rate a
 ``rows`` from :mod:`evokit.studies.evolution` are given; without them the panel says they were not
 measured rather than showing empty cells), the hack gate's outcome for each verified attempt of the
 edit and the lineage's hack rate per generation and direction (:func:`evokit.lineage.hack_rates`),
-and a unified diff of the instruction, environment files and tests against the parent (for a seed,
+the edits of it that yielded no child with their cause and reasons (:meth:`LineageStore.rejections`,
+so a lineage that never grew shows why), and a unified diff of the instruction, environment files and tests against the parent (for a seed,
 which has no parent, its files as they are).
 
 The panel's HTML comes from :func:`describe` (a pure function of the store), so the browser
@@ -21,7 +22,7 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from evokit.lineage import EnvRecord, LineageStore
+from evokit.lineage import EnvRecord, LineageStore, one_line
 
 PARTS = ("total", "length_term", "scenario_term", "skill_term")
 MUTATIONS = ("instruction", "environment", "verification", "total")
@@ -144,6 +145,22 @@ def _gate_html(env: EnvRecord) -> str:
     return f"<p><b>hack gate</b> (each verified attempt of this edit)</p><ul>{items}</ul>"
 
 
+def rejections_html(store: LineageStore, env: EnvRecord) -> str:
+    """The edits of ``env`` that yielded no child (generation g + 1 grows from E_{i,g,1}): direction,
+    cause and reasons of each; "" when there were none, or for a sibling k > 1 (never a parent)."""
+    if env.k != 1:
+        return ""
+    rejected = [r for r in store.rejections(env.lineage) if r.generation == env.generation + 1]
+    if not rejected:
+        return ""
+    body = "".join(
+        f"<tr><td>{r.generation}{'' if r.k == 1 else f' (k = {r.k})'}</td><td>{html.escape(r.direction)}</td>"
+        f"<td>{html.escape(r.cause)}</td><td>{html.escape(one_line('; '.join(r.reasons), 400))}</td></tr>"
+        for r in rejected)
+    return ("<h5>rejected edits of this environment</h5><table><tr><th>generation</th><th>direction</th>"
+            f"<th>cause</th><th>reasons</th></tr>{body}</table>")
+
+
 def describe(store: LineageStore, env: EnvRecord, rows: Sequence[dict] | None = None) -> str:
     """The browser's panel for one environment, as HTML."""
     by_hash = {e.content_hash: e for e in store.envs() if e.lineage == env.lineage}
@@ -183,7 +200,7 @@ def describe(store: LineageStore, env: EnvRecord, rows: Sequence[dict] | None = 
         fails = "".join(f"<li>{html.escape(f)}</li>" for f in verdict.get("failures", []))
         ver = (f"<p><b>verdict</b>: {'passed' if verdict.get('passed') else 'FAILED'} (oracle, null solution, "
                f"rubric{', hack gate' if env.data.get('hack_gate') else ''})</p>{f'<ul>{fails}</ul>' if fails else ''}")
-    ver += _gate_html(env) + hack_rate_html(store, env.lineage)
+    ver += _gate_html(env) + hack_rate_html(store, env.lineage) + rejections_html(store, env)
     mut = env.data.get("mutation")
     mut_html = ("<p><b>mutation</b>: " + ", ".join(f"{k} {100 * mut[k]:.0f} %" for k in MUTATIONS if k in mut) + "</p>"
                 if mut else "")

@@ -19,6 +19,8 @@ What the CLI does with errors (:func:`report_error`; the classes are in :mod:`ev
 
 Ctrl-C stops any command within seconds, with one line saying how to resume, and exits 130.
 An LLM call budget (``--max-calls``) that runs out stops the run the same way, with one line, exit 4.
+``evokit evolve`` exits 3 when its store holds no evolved child at all (every attempt was rejected,
+or no seed started): the run worked, its outcome is nothing to use; the summary says why.
 """
 
 from __future__ import annotations
@@ -362,6 +364,11 @@ def evolve(
 ) -> None:
     """Evolve one lineage per seed; kill it any time and run the same command again to resume.
 
+    A larger --generations or more seeds (--limit, seeds that sort after the others) extend a
+    finished store; other parameters must match it. Prints children accepted and rejected by
+    cause per direction; exits 3 when the store holds no evolved child (`evokit lineage show STORE
+    --rejections` lists why).
+
     Example: evokit evolve --seeds runs/seeds --out runs/store --generations 5
     """
     from evokit.evolve import EvolveConfig, procedural_backend
@@ -398,8 +405,11 @@ def evolve(
     _INTERRUPT["resume"] = out
     store = run_evolution(seed_dirs, out, cfg, backend=chosen, workers=workers,
                           executor=make_executor(executor, workers, ray_address))
-    envs = store.envs()
-    console.print(f"{len(envs)} environments in {len(store.lineages())} lineages → {out}")
+    envs, outcomes = store.envs(), store.outcomes()
+    console.print(f"{len(envs)} environments in {len(store.lineages())} lineages → {out}: {outcomes.children} "
+                  f"children accepted, {outcomes.rejections} attempts rejected", soft_wrap=True)
+    for line in outcomes.lines():
+        console.print(f"  {escape(line)}", soft_wrap=True)
     for row in store.hack_rates():
         if row["hacked"]:
             probes = ", ".join(f"{p} {n}" for p, n in sorted(row["probes"].items()))
@@ -408,6 +418,11 @@ def evolve(
     for r in store.records():
         if r["kind"] == "end" and r["generation"] == 0:  # a seed whose plan could not be extracted
             console.print(f"[yellow]{escape(r['lineage'])} did not start: {escape(' '.join(r['reason'].split())[:300])}")
+    if cfg.generations and not outcomes.children:
+        why = "every attempt was rejected" if outcomes.seeds else "no seed started"
+        console.print(f"[red]no child accepted: {why} (`evokit lineage show {escape(str(out))} --rejections` "
+                      "lists the rejected attempts)", soft_wrap=True)
+        raise typer.Exit(3)
 
 
 @app.command()
@@ -623,14 +638,16 @@ app.add_typer(lineage_app, name="lineage")
 
 @lineage_app.command("show")
 def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
-                 lineage_id: Annotated[str | None, typer.Option("--lineage", help="one lineage only")] = None) -> None:
+                 lineage_id: Annotated[str | None, typer.Option("--lineage", help="one lineage only")] = None,
+                 rejections: Annotated[bool, typer.Option("--rejections", help="also list the rejected attempts "
+                                                          "(direction, cause, reasons)")] = False) -> None:
     """One row per environment: generation, direction, D_T and its parts, mutation.
 
-    Example: evokit lineage show runs/store
+    Example: evokit lineage show runs/store --rejections
     """
-    from evokit.lineage import LineageStore
+    from evokit.lineage import LineageStore, one_line
 
-    st = LineageStore(store)
+    st = LineageStore.open(store)
     table = Table(title=f"lineages in {store}")
     for col in ("lineage", "g", "direction", "L", "D_T", "scenario", "skill", "mutation", "task"):
         table.add_column(col)
@@ -642,6 +659,15 @@ def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
                       f"{d.get('total', 0):.1f}", f"{d.get('scenario_term', 0):+.1f}", f"{d.get('skill_term', 0):+.1f}",
                       f"{m['total']:.2f}" if m else "-", e.task)
     console.print(table)
+    if rejections:
+        rej = Table(title=f"rejected attempts in {store}")
+        for col in ("lineage", "g", "direction", "cause"):
+            rej.add_column(col, no_wrap=True)
+        rej.add_column("reason")
+        for r in st.rejections(lineage_id):
+            rej.add_row(r.lineage, str(r.generation) + (f".{r.k}" if r.k != 1 else ""), r.direction, r.cause,
+                        escape(one_line("; ".join(r.reasons))))
+        console.print(rej)
     problems = st.check()
     for p in problems:
         console.print(f"[red]{p}")
@@ -652,13 +678,13 @@ def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
 def lineage_export(store: Annotated[Path, typer.Argument(help="a lineage store")],
                    out: Annotated[Path, typer.Option(help="Harbor dataset folder to write")],
                    generation: Annotated[int | None, typer.Option(help="only this generation")] = None) -> None:
-    """Copy environments into a plain Harbor dataset folder (one task folder each).
+    """Copy environments into a Harbor dataset: one task folder each, dataset.toml, provenance.json per task.
 
     Example: evokit lineage export runs/store --out runs/dataset --generation 5
     """
     from evokit.lineage import LineageStore
 
-    written = LineageStore(store).export(out, generation=generation)
+    written = LineageStore.open(store).export(out, generation=generation)
     console.print(f"{len(written)} task folders → {out}")
 
 

@@ -8,8 +8,10 @@ Layout of a store directory::
 
 A record is either ``{"kind": "env", ...}`` (an accepted environment: lineage, generation, k,
 parent, direction, effort, verdict, mutation metrics, D_T parts, timings, LLM usage, plan) or
-``{"kind": "reject", ...}`` (a direction that failed at a generation, with its reasons), or
-``{"kind": "end", ...}`` (a lineage branch that ended because every direction failed). Env and
+``{"kind": "reject", ...}`` (a direction that failed at a generation, with its reasons and its
+``cause``, one of :data:`CAUSES`), or ``{"kind": "end", ...}`` (a lineage branch that ended because
+every direction failed). :meth:`LineageStore.outcomes` counts children accepted and rejected by
+cause per direction; :meth:`LineageStore.rejections` lists the rejected attempts. Env and
 verify-stage reject records carry ``hack_gate``: one :func:`gate_row` per verified attempt (the
 hack gate's outcome, :mod:`evokit.verify.hacks`), from which :func:`hack_rates` derives the hack
 rate per generation and direction.
@@ -28,7 +30,7 @@ import os
 import shutil
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evokit.errors import UserError
@@ -66,8 +68,98 @@ class EnvRecord:
                          {k: v for k, v in row.items() if k not in core})
 
 
+#: Why a direction produced no child, in the order of the harness's stages (EE §4: plan refinement,
+#: then environment refinement and the verifiers, then evokit's hack gate).
+CAUSES = ("no proposal", "proposal invalid", "review refused", "modifier invalid", "not novel", "build failed",
+          "oracle failed", "null passed", "hack gate", "rubric")
+_CHECK_CAUSES = {"format": "build failed", "build": "build failed", "oracle": "oracle failed",
+                 "null": "null passed", "hack gate": "hack gate", "hack-gate": "hack gate", "rubric": "rubric", "modifier": "modifier invalid",
+                 "novel": "not novel"}
+
+
+def check_cause(reason: str) -> str:
+    """The cause of a verify-stage rejection from its first failing check's reason
+    (``"oracle: reward 0.0 ..."``, ``"rubric:<rule>: ..."``, ``"hack gate: <probe> ..."``)."""
+    head = reason.split(":", 1)[0].strip()
+    return _CHECK_CAUSES.get(head, "rubric" if head.startswith("rubric") else head or "unknown")
+
+
+def reject_cause(row: dict) -> str:
+    """A reject record's cause: its ``cause`` field, else read from its reasons (records without one)."""
+    if row.get("cause"):
+        return row["cause"]
+    reasons = row.get("reasons") or [""]
+    if row.get("stage") == "verify":
+        return check_cause(reasons[0])
+    last = reasons[-1]
+    if last.startswith("proposer: no edit"):
+        return "no proposal"
+    return "proposal invalid" if last.startswith("proposer:") else "review refused"
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """``text`` on one line, cut to ``limit`` characters (a failing test's reason can span many lines)."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """One direction of one generation that yielded no child, and why."""
+
+    lineage: str
+    generation: int
+    k: int | str  # the sibling; baseline stores name candidates ("candidate-2")
+    direction: str  # "-" in baseline stores (no direction)
+    stage: str  # "plan" (proposer ⇄ reviewer) or "verify" (modifier and verifiers)
+    cause: str  # one of CAUSES
+    reasons: tuple[str, ...]  # the failing checks' reasons (verify) or the last rounds' feedback (plan)
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """What an evolution store holds: children accepted and rejected by cause, per direction."""
+
+    seeds: int  # lineages that started (generation 0 recorded)
+    not_started: int  # seeds whose plan could not be extracted
+    ended: int  # lineage branches ended because every direction failed
+    accepted: dict[str, int] = field(default_factory=dict)  # direction → children (generation ≥ 1)
+    rejected: dict[str, dict[str, int]] = field(default_factory=dict)  # direction → cause → attempts
+
+    @property
+    def children(self) -> int:
+        return sum(self.accepted.values())
+
+    @property
+    def rejections(self) -> int:
+        return sum(sum(c.values()) for c in self.rejected.values())
+
+    def directions(self) -> list[str]:
+        return sorted(set(self.accepted) | set(self.rejected))
+
+    def lines(self) -> list[str]:
+        """One line per direction: ``length: 2 accepted, 3 rejected (review refused 2, oracle failed 1)``."""
+        out = []
+        for d in self.directions():
+            causes = self.rejected.get(d, {})
+            order = sorted(causes, key=lambda c: (CAUSES.index(c) if c in CAUSES else len(CAUSES), c))
+            why = f" ({', '.join(f'{c} {causes[c]}' for c in order)})" if causes else ""
+            out.append(f"{d}: {self.accepted.get(d, 0)} accepted, {sum(causes.values())} rejected{why}")
+        return out
+
+
 class LineageStore:
     """Append-only, crash-safe store of lineages; safe for threads of one process."""
+
+    @classmethod
+    def open(cls, root: str | Path) -> LineageStore:
+        """An existing store (for reading); a folder that holds none is a :class:`StoreError`, and
+        nothing is created."""
+        root = Path(root)
+        if not ((root / "index.jsonl").is_file() or (root / "config.json").is_file()):
+            what = "no such folder" if not root.exists() else "not a lineage store (no index.jsonl)"
+            raise StoreError(f"{root}: {what}; give a store written by `evokit evolve --out STORE`")
+        return cls(root)
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
@@ -81,16 +173,28 @@ class LineageStore:
             shutil.rmtree(tmp, ignore_errors=True)
 
     # ------------------------------------------------------------------ config
-    def check_config(self, config: dict) -> None:
-        """First run: record ``config``; resume: refuse a different one (it would mix two runs)."""
+    def check_config(self, config: dict, grows: tuple[str, ...] = ()) -> None:
+        """First run: record ``config``; resume: refuse a different one (it would mix two runs).
+
+        A key in ``grows`` (an int, e.g. ``generations``) may rise: the run extends the store, and a
+        larger value asks only for records that come after the existing ones (every choice is keyed
+        by (seed, lineage, generation)), so the store ends as a direct run with that value would.
+        It may not fall: the store already holds more than that run would make.
+        """
         path = self.root / "config.json"
-        if path.exists():
-            old = json.loads(path.read_text())
-            if old != config:
-                diff = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k))
-                raise StoreError(f"{self.root} was made with other parameters ({', '.join(diff)}); "
-                                 "use a new --out or the same parameters to resume")
-        else:
+        if not path.exists():
+            _atomic_write(path, json.dumps(config, indent=2, sort_keys=True))
+            return
+        old = json.loads(path.read_text())
+        diff = sorted(k for k in set(old) | set(config) if old.get(k) != config.get(k) and k not in grows)
+        if diff:
+            raise StoreError(f"{self.root} was made with other parameters ({', '.join(diff)}); "
+                             "use a new --out or the same parameters to resume")
+        smaller = [f"{k} {config[k]} < {old[k]}" for k in grows if k in old and k in config and config[k] < old[k]]
+        if smaller:
+            raise StoreError(f"{self.root} already holds a larger run ({', '.join(smaller)}); "
+                             "give at least the store's value to resume or extend it, or use a new --out")
+        if old != config:
             _atomic_write(path, json.dumps(config, indent=2, sort_keys=True))
 
     # ------------------------------------------------------------------ reading
@@ -115,6 +219,28 @@ class LineageStore:
     def hack_rates(self, lineage: str | None = None) -> list[dict]:
         """The hack rate per generation and direction of this store (:func:`hack_rates`)."""
         return hack_rates(self.records(), lineage)
+
+    def rejections(self, lineage: str | None = None) -> list[Rejection]:
+        """Every rejected direction (reject records of the plan and verify stages), in record order."""
+        return [Rejection(r["lineage"], r["generation"], r.get("k", 1), r.get("direction") or "-", r["stage"],
+                          reject_cause(r), tuple(r.get("reasons", ())))
+                for r in self.records() if r["kind"] == "reject" and r.get("stage") in ("plan", "verify")
+                and (lineage is None or r["lineage"] == lineage)]
+
+    def outcomes(self) -> Outcomes:
+        """Children accepted and rejected by cause per direction, with the lineages started and ended."""
+        accepted: dict[str, int] = {}
+        for e in self.envs():
+            if e.generation:
+                accepted[e.direction or "-"] = accepted.get(e.direction or "-", 0) + 1
+        rejected: dict[str, dict[str, int]] = {}
+        for r in self.rejections():
+            causes = rejected.setdefault(r.direction, {})
+            causes[r.cause] = causes.get(r.cause, 0) + 1
+        ends = [r for r in self.records() if r["kind"] == "end"]
+        return Outcomes(seeds=len({e.lineage for e in self.envs() if e.generation == 0}),
+                        not_started=sum(r["generation"] == 0 for r in ends),
+                        ended=sum(r["generation"] > 0 for r in ends), accepted=accepted, rejected=rejected)
 
     def ended(self) -> set[str]:
         return {r["lineage"] for r in self.records() if r["kind"] == "end"}

@@ -89,6 +89,30 @@ def test_widget_follows_menu_and_slider(store):
     assert menu.value in box.panel.value
 
 
+def test_panel_lists_the_rejected_edits_of_an_environment(store, tmp_path):
+    """The store extended to 5 generations holds rejected directions (the procedural proposer's edits
+    run out); the panel of each rejection's parent lists its direction, cause and reasons."""
+    import html
+    import shutil
+
+    from evokit.lineage import LineageStore
+
+    shutil.copytree(store.root, tmp_path / "s")
+    seeds = [e.data["seed_dir"] for e in store.envs() if e.generation == 0]
+    grown = evolve(seeds, LineageStore(tmp_path / "s"), EvolveConfig(generations=5), progress=False)
+    rejected = grown.rejections()
+    assert rejected, "the 5-generation run of these seeds is known to reject a direction"
+    for r in rejected:
+        parent = next(e for e in grown.envs() if (e.lineage, e.generation, e.k) == (r.lineage, r.generation - 1, 1))
+        panel = describe(grown, parent)
+        assert "rejected edits of this environment" in panel
+        row = f"<td>{html.escape(r.direction)}</td><td>{html.escape(r.cause)}</td>"
+        assert row in panel and html.escape(" ".join(r.reasons[0].split())[:100]) in panel, panel
+    quiet = next(e for e in grown.envs() if e.generation == 0)
+    assert ("rejected edits" in describe(grown, quiet)) == any(r.generation == 1 and r.lineage == quiet.lineage
+                                                               for r in rejected)
+
+
 def test_empty_store_is_an_error(tmp_path):
     from evokit.lineage import LineageStore
 

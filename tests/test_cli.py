@@ -23,7 +23,7 @@ from llm_support import ScriptedEndpoint
 from store_support import timeless_records
 
 from evokit import cli
-from evokit.lineage import LineageStore
+from evokit.lineage import LineageStore, reject_cause
 from evokit.tasks import content_hash, read_metadata
 from evokit.verify import verify_task
 
@@ -120,6 +120,35 @@ def test_llm_evolution_of_a_foreign_task_from_the_cli(tmp_path, capsys):
     assert again.rewards["oracle"][0] == {"reward": 1.0} and again.rewards["null"] == [{"reward": 0.0}]
 
 
+def test_a_child_that_never_verifies_is_rejected_with_its_first_failing_test(tmp_path, capsys):
+    """The modifier's residual fails the oracle on every attempt (its solution misses the new output):
+    no child; the reject record's cause is "oracle failed" and its reasons keep the oracle's reason,
+    which names the first failing test (test_users); the summary counts it under its direction, the
+    run exits 3, and `lineage show --rejections` shows the reason on one line."""
+    seeds = tmp_path / "seeds"
+    shutil.copytree(ETL, seeds / ETL.name)
+    unsolved = residual(seeds / ETL.name, solved=False)
+    replies = [{"steps": [STEP1]}, {"steps": [STEP1, USERS]}, {"accept": True, "reasons": []},
+               unsolved, unsolved, unsolved]  # the first attempt and two repairs
+    store_dir = tmp_path / "store"
+    with ScriptedEndpoint(replies) as ep:
+        code = cli.main(["evolve", "--seeds", str(seeds), "--out", str(store_dir), "--backend", "llm",
+                         "--model", "scripted", "--api-base", ep.api_base, "--generations", "1",
+                         "--direction", "length", "--workers", "1"])
+    out = capsys.readouterr().out
+    assert code == 3 and not ep.replies, out
+    assert "length: 0 accepted, 1 rejected (oracle failed 1)" in out, out
+    (reject,) = LineageStore(store_dir).rejections()
+    assert (reject.generation, reject.direction, reject.stage, reject.cause) == (1, "length", "verify", "oracle failed")
+    oracle = [r for r in reject.reasons if r.startswith("oracle: ")]
+    assert oracle and "test_users" in oracle[0], reject.reasons
+    (row,) = [r for r in LineageStore(store_dir).records() if r["kind"] == "reject"]
+    assert reject_cause({k: v for k, v in row.items() if k != "cause"}) == row["cause"]  # records without one
+    shown = evokit("lineage", "show", str(store_dir), "--rejections", env_columns=400)
+    (row,) = [line for line in shown.stdout.splitlines() if "oracle failed" in line]
+    assert "oracle: reward 0.0" in row and "test_users" in row, shown.stdout
+
+
 def test_extract_command_records_the_plan(tmp_path):
     """`evokit extract --write` records a foreign task's plan; afterwards it reads back from metadata."""
     task = tmp_path / ETL.name
@@ -137,9 +166,13 @@ def test_extract_command_records_the_plan(tmp_path):
     assert again.returncode == 0 and json.loads(again.stdout)["source"] == "metadata"
 
 
-def evokit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def evokit(*args: str, timeout: float = 120, env_columns: int | None = None) -> subprocess.CompletedProcess:
+    """The CLI in a subprocess; ``env_columns`` widens its tables (rich reads COLUMNS) so rows stay whole."""
+    import os
+
+    env = {**os.environ, **({"COLUMNS": str(env_columns)} if env_columns else {})}
     return subprocess.run([sys.executable, "-m", "evokit.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT)
+                          timeout=timeout, cwd=ROOT, env=env)
 
 
 @pytest.mark.parametrize("args, says", [
@@ -157,6 +190,9 @@ def evokit(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     (["train", "--out", "{tmp}/r", "--source", "genenv", "--learner", "oracle"], "--learner"),
     (["train", "--out", "{tmp}/r"], "--store"),  # a curriculum needs an evolved store
     (["seeds", "--n", "1", "--out", str(ROOT / "pyproject.toml")], "pyproject.toml: File exists"),  # the OS says no
+    (["lineage", "show", "{tmp}/nope"], "no such folder"),
+    (["lineage", "export", "{tmp}/nope", "--out", "{tmp}/dataset"], "no such folder"),
+    (["lineage", "show", "{tmp}"], "not a lineage store"),
 ])
 def test_user_errors_are_one_line_exit_2(tmp_path, args, says):
     """A user's mistake: exit 2, one line on stderr naming the problem (and what to do), no traceback."""
@@ -165,6 +201,8 @@ def test_user_errors_are_one_line_exit_2(tmp_path, args, says):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("evokit: error: ") and says in lines[0], out.stderr
     assert "Traceback" not in out.stderr + out.stdout
+    if args[0] == "lineage":  # reading a store that is not there creates nothing (no store, no dataset)
+        assert not any(tmp_path.iterdir()), list(tmp_path.iterdir())
 
 
 def test_train_starts_from_a_data_solver_and_resumes(tmp_path):
@@ -285,15 +323,17 @@ def test_serve_llm_prints_its_endpoint_and_stops_cleanly_on_ctrl_c(tmp_path):
         urllib.request.urlopen(f"{api_base}/models", timeout=2)
 
 
-def test_a_seed_whose_plan_cannot_be_extracted_ends_its_lineage_only(tmp_path):
+def test_a_seed_whose_plan_cannot_be_extracted_ends_its_lineage_only(tmp_path, capsys):
     """Extraction replies that never validate end that seed's lineage with the reasons on record; the
-    run completes (exit 0) and says so instead of crashing (scripted endpoint, as above)."""
+    run completes and says so instead of crashing (scripted endpoint, as above): with no lineage
+    started it holds no child, exit 3."""
     seeds = tmp_path / "seeds"
     shutil.copytree(ETL, seeds / ETL.name)
     with ScriptedEndpoint(["no plan, sorry"] * 3) as ep:  # the first try and two retries
         code = cli.main(["evolve", "--seeds", str(seeds), "--out", str(tmp_path / "store"), "--backend", "llm",
                          "--model", "scripted", "--api-base", ep.api_base, "--generations", "1", "--workers", "1"])
-    assert code == 0
+    out = capsys.readouterr().out
+    assert code == 3 and "did not start" in out and "no child accepted: no seed started" in out, out
     store = LineageStore(tmp_path / "store")
     (end,) = [r for r in store.records() if r["kind"] == "end"]
     assert end["generation"] == 0 and "plan extraction failed" in end["reason"] and not store.envs()
@@ -467,9 +507,11 @@ def test_llm_flags_are_checked_and_read_from_the_environment(tmp_path, evokit_se
     assert len(ep.requests) == 1 and ep.requests[0]["client_closed"]
 
 
-def test_an_llm_endpoint_answering_garbage_is_one_line_exit_2(tmp_path, evokit_seeds):
+def test_an_llm_endpoint_answering_garbage_is_one_line_exit_2(tmp_path, evokit_seeds, capsys):
     """An endpoint whose HTTP body is not JSON: exit 2, one line saying so, no traceback. A model whose
-    replies are not JSON (a valid completion) is no endpoint failure: no child, reasons on record, exit 0."""
+    replies are not JSON (a valid completion) is no endpoint failure: the run completes, every direction's
+    proposal is rejected as invalid, the summary counts them by direction and cause, and a store with
+    no child exits 3; `lineage show --rejections` lists the three attempts with their reasons."""
     with StalledEndpoint(delay=0, body=b"<html>502 Bad Gateway</html>") as ep:
         out = evokit("evolve", "--seeds", str(evokit_seeds), "--out", str(tmp_path / "store"), "--backend", "llm",
                      "--model", "m", "--api-base", ep.api_base, "--generations", "1")
@@ -480,10 +522,21 @@ def test_an_llm_endpoint_answering_garbage_is_one_line_exit_2(tmp_path, evokit_s
         code = cli.main(["evolve", "--seeds", str(evokit_seeds), "--limit", "1", "--out", str(tmp_path / "s2"),
                          "--backend", "llm", "--model", "m", "--api-base", ep.api_base, "--generations", "1",
                          "--workers", "1"])
+    out = capsys.readouterr().out
     records = list(LineageStore(tmp_path / "s2").records())
-    assert code == 0 and [r["kind"] for r in records].count("env") == 1  # the seed only: no child
+    assert code == 3 and [r["kind"] for r in records].count("env") == 1, out  # the seed only: no child
     assert {r["stage"] for r in records if r["kind"] == "reject"} == {"plan"}
+    assert all(reject_cause({k: v for k, v in r.items() if k != "cause"}) == r["cause"] == "proposal invalid"
+               for r in records if r["kind"] == "reject")  # the cause read from the reasons agrees
     assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]
+    assert "0 children accepted, 3 attempts rejected" in out, out
+    for d in ("length", "scenario", "skill"):
+        assert f"{d}: 0 accepted, 1 rejected (proposal invalid 1)" in out, out
+    assert "no child accepted: every attempt was rejected" in out
+    shown = evokit("lineage", "show", str(tmp_path / "s2"), "--rejections", env_columns=300)
+    rows = [line for line in shown.stdout.splitlines() if "proposal invalid" in line]
+    assert shown.returncode == 0 and len(rows) == 3, shown.stdout
+    assert all("L000-" in r and "proposer:" in r for r in rows), rows
 
 
 def test_evolve_records_the_hack_gate_and_no_hack_gate_keeps_its_own_store(tmp_path, evokit_seeds, capsys):

@@ -180,6 +180,58 @@ def test_resume_refuses_other_parameters(seed_dirs, tmp_path):
         evolve(seed_dirs[:1], tmp_path / "s", EvolveConfig(generations=1, effort="low"), progress=False)
 
 
+def test_more_generations_or_seeds_extend_a_store_to_the_direct_run(seed_dirs, tmp_path):
+    """A finished 3-generation store run again with 5 generations ends with the records, task folders and
+    config of a direct 5-generation run (clock fields aside); a finished 1-seed store run again with 2
+    seeds ends as a direct 2-seed run. Every choice is keyed by (seed, lineage, generation), so the
+    extension asks the same questions a direct run asks after generation 3."""
+    import json
+
+    from store_support import timeless_records
+
+    def same(a: LineageStore, b: LineageStore) -> None:
+        assert timeless_records(a.records()) == timeless_records(b.records())
+        assert sorted(p.name for p in (a.root / "tasks").iterdir()) == sorted(p.name for p in (b.root / "tasks").iterdir())
+        assert json.loads((a.root / "config.json").read_text()) == json.loads((b.root / "config.json").read_text())
+
+    short = evolve(seed_dirs[:2], tmp_path / "grown", EvolveConfig(generations=3), progress=False)
+    assert max(e.generation for e in short.envs()) == 3
+    grown = evolve(seed_dirs[:2], tmp_path / "grown", EvolveConfig(generations=5), progress=False)
+    direct = evolve(seed_dirs[:2], tmp_path / "direct", EvolveConfig(generations=5), progress=False)
+    assert max(e.generation for e in direct.envs()) == 5
+    same(grown, direct)
+
+    evolve(seed_dirs[:1], tmp_path / "wider", EvolveConfig(generations=2), progress=False)
+    wider = evolve(seed_dirs[:2], tmp_path / "wider", EvolveConfig(generations=2), progress=False)
+    same(wider, evolve(seed_dirs[:2], tmp_path / "both", EvolveConfig(generations=2), progress=False))
+    assert len(wider.lineages()) == 2
+
+
+def test_an_extension_that_would_change_the_store_is_refused(seed_dirs, tmp_path):
+    """Fewer generations than the store holds, a new seed that sorts before a stored one (it would
+    rename that lineage), or a changed seed, are refused with the reason; the store is left as it was."""
+    from evokit.lineage import StoreError
+
+    evolve(seed_dirs[1:2], tmp_path / "s", EvolveConfig(generations=2), progress=False)
+    before = (tmp_path / "s" / "index.jsonl").read_text()
+    with pytest.raises(StoreError, match=r"generations 1 < 2"):
+        evolve(seed_dirs[1:2], tmp_path / "s", EvolveConfig(generations=1), progress=False)
+    with pytest.raises(StoreError, match="is the seed of lineage L000-seed-0001 but would start lineage L001-seed-0001"):
+        evolve(seed_dirs[:2], tmp_path / "s", EvolveConfig(generations=2), progress=False)
+    assert (tmp_path / "s" / "index.jsonl").read_text() == before
+    assert '"generations": 2' in (tmp_path / "s" / "config.json").read_text()
+
+    import shutil
+
+    changed = tmp_path / "seeds" / seed_dirs[0].name
+    shutil.copytree(seed_dirs[0], changed)
+    evolve([changed], tmp_path / "c", EvolveConfig(generations=1), progress=False)
+    with open(changed / "instruction.md", "a") as f:
+        f.write("\nOne more sentence.\n")
+    with pytest.raises(StoreError, match="L000-seed-0000 was grown from another seed"):
+        evolve([changed], tmp_path / "c", EvolveConfig(generations=1), progress=False)
+
+
 # ------------------------------------------------------------------ pinned outputs for fixed seeds
 # Pinned so that the proposer's speed-ups (score before render, a shared RenderCache, memoised catalog
 # lookups) leave every choice, and so every stored byte, unchanged.

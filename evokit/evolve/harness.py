@@ -50,11 +50,11 @@ from evokit.errors import UserError
 from evokit.evolve.edits import DIRECTIONS, EFFORTS, Edit, ProceduralProposer
 from evokit.evolve.metrics import mutation
 from evokit.evolve.review import PlanReviewer
-from evokit.lineage import EnvRecord, LineageStore, gate_row
+from evokit.lineage import EnvRecord, LineageStore, StoreError, check_cause, gate_row
 from evokit.llm import LLMReplyError
 from evokit.plan import Plan, render
 from evokit.seeding import call_seed
-from evokit.tasks import EvokitMetadata, Lineage, read_metadata, write_metadata
+from evokit.tasks import EvokitMetadata, Lineage, content_hash, read_metadata, write_metadata
 from evokit.verify import Verdict, VerifyConfig, verify_task
 
 
@@ -231,7 +231,7 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
             seeded["k"] = k  # reject records of sibling k are its own (the store keys records by k)
         feedback: list[str] = []
         tried: set[str] = set(seen)
-        edit = None
+        edit, cause = None, "no proposal"  # the cause of the last failed round (lineage.CAUSES)
         for r in range(cfg.review_rounds):
             try:
                 proposal = backend.proposer.propose(plan, direction, cfg.effort, seed=seed, rng=rng, exclude=tried,
@@ -239,9 +239,11 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
                                                     call_seed=role_seed(llm_seed, "propose", r))
             except ValueError as e:  # an LLM reply that never validated: a rejection with its reason
                 feedback.append(f"proposer: {e}")
+                cause = "proposal invalid"
                 continue
             if proposal is None:
                 feedback.append("proposer: no edit of this kind found")
+                cause = "no proposal"
                 break
             tried.add(proposal.plan.to_json())
             reasons = backend.reviewer.review(plan, proposal.plan, direction, cfg.effort, seed=seed, seen=seen,
@@ -250,9 +252,10 @@ def evolve_generation(store: LineageStore, backend: Backend, cfg: EvolveConfig, 
                 edit = proposal
                 break
             feedback += reasons
+            cause = "review refused"
         if edit is None:
             store.append({"kind": "reject", "lineage": lineage, "generation": g, "direction": direction,
-                          "stage": "plan", "reasons": feedback[-6:], **seeded})
+                          "stage": "plan", "cause": cause, "reasons": feedback[-6:], **seeded})
             continue
         child = _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan, seed, edit, t0,
                                   llm_seed, k, seen)
@@ -311,8 +314,11 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                 return rec
             feedback = [failure_reason(c) for c in verdict.failures]
             shutil.rmtree(dest, ignore_errors=True)
+    # The last attempt's failing checks, every one (the oracle's names the first failing test); the
+    # cause is the first of them, in the verifiers' order (oracle, null, hack gate, rubric).
     store.append({"kind": "reject", "lineage": lineage, "generation": g, "direction": edit.direction,
-                  "stage": "verify", "reasons": feedback[-6:], **({"hack_gate": gates} if gates else {}), **seeded})
+                  "stage": "verify", "cause": check_cause(feedback[0]) if feedback else "unknown",
+                  "reasons": feedback, **({"hack_gate": gates} if gates else {}), **seeded})
     return None
 
 
@@ -353,9 +359,34 @@ def add_seed(store: LineageStore, seed_dir: Path, lineage: str, backend: Backend
         shutil.rmtree(tmp, ignore_errors=True)
     rec = EnvRecord(lineage, 0, 1, name, h, None, None, None, {
         "plan": plan.to_records(), "difficulty": plan_difficulty(plan, catalog_reference()),
-        "seed_dir": str(seed_dir), **({"extracted": True} if extracted else {})})
+        "seed_dir": str(seed_dir), "seed_hash": content_hash(seed_dir), **({"extracted": True} if extracted else {})})
     store.add_env(rec)
     return rec
+
+
+def check_seeds(store: LineageStore, lineages: list[tuple[str, Path]]) -> None:
+    """Refuse a seed list that would give a stored lineage another seed, or a stored seed another lineage.
+
+    Lineage names follow the seeds' sorted order, so more seeds (a larger ``--limit``, new seed
+    folders that sort after the others) add lineages and leave the stored ones as they are; a seed
+    that sorts in between renames the ones after it, and a changed seed changes its lineage's root.
+    """
+    stored = {}  # lineage → its seed's hash
+    for e in store.envs():
+        if e.generation == 0:
+            h = e.data.get("seed_hash") or (None if e.data.get("extracted") else e.content_hash)
+            if h is not None:
+                stored[e.lineage] = h
+    by_hash = {h: name for name, h in stored.items()}
+    for name, seed_dir in lineages:
+        h = content_hash(seed_dir)
+        if name in stored and stored[name] != h:
+            why = f"lineage {name} was grown from another seed than {seed_dir} (the seed changed)"
+        elif name not in stored and by_hash.get(h) not in (None, name):
+            why = f"{seed_dir} is the seed of lineage {by_hash[h]} but would start lineage {name} (a new seed sorts before it)"
+        else:
+            continue
+        raise StoreError(f"{store.root}: {why}; use a new --out, or add only seeds that sort after the stored ones")
 
 
 def evolve_lineage(store: LineageStore, backend: Backend, cfg: EvolveConfig, lineage: str, seed_dir: Path,
