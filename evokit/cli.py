@@ -582,12 +582,14 @@ def train(
     saved as ``OUT/solver.pt``): with ``--learner prior`` it starts from p_T, the distribution D_T is
     measured against, so a D_T–pass-rate correlation of that learner partly follows from its construction.
     """
-    from evokit.genenv import GenEnvConfig, GenEnvSource
-    from evokit.learners import PolicyConfig
-    from evokit.solvers import saved_policy, world_solver
-    from evokit.train import ResumeError, TrainConfig
-    from evokit.train import train as run_training
-    from evokit.trl_trainer import SetupError, source_from
+    with console.status("loading torch, the learner and the task sources"):
+        from evokit.genenv import GenEnvConfig, GenEnvSource
+        from evokit.learners import PolicyConfig
+        from evokit.run_summary import run_report
+        from evokit.solvers import saved_policy, world_solver
+        from evokit.train import ResumeError, TrainConfig
+        from evokit.train import train as run_training
+        from evokit.trl_trainer import SetupError, source_from
 
     if learner not in {"solver", "prior"}:
         raise typer.BadParameter("--learner must be solver or prior")
@@ -606,12 +608,14 @@ def train(
         src, held_out = GenEnvSource(GenEnvConfig(learning=simulator == "learning")), []
     else:
         raise typer.BadParameter("--source must be store or genenv")
-    init = saved_policy(out / "solver.pt", world_solver(seed)) if learner == "solver" else None
+    init = saved_policy(out / "solver.pt", world_solver(seed), progress=True) if learner == "solver" else None
     try:
         run_training(src, init.config if init else PolicyConfig(), out, cfg, init, eval_tasks=held_out)
     except ResumeError as e:
         raise typer.BadParameter(str(e)) from None
-    console.print(f"rows in {out}/steps.jsonl")
+    for line in [*run_report(out), f"rows in {out}/steps.jsonl"]:
+        console.print(line, style="bold yellow" if line.startswith("warning") else None, markup=False,
+                      highlight=False, soft_wrap=True)
 
 
 @app.command("train-llm")
