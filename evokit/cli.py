@@ -501,12 +501,17 @@ def rollout(
 def export_traces(
     rows: Annotated[list[Path], typer.Argument(help="rollout rows (.jsonl from `evokit rollout --out`, "
                                                     "`evokit train-llm`), or folders holding them")],
-    out: Annotated[Path, typer.Option(help="SFT dataset to write (.jsonl, one conversation per line)")],
+    out: Annotated[Path, typer.Option(help="file to write (.jsonl, one conversation or trajectory per line)")],
     min_reward: Annotated[float | None, typer.Option(help="keep only rollouts with at least this reward "
                                                            "(e.g. 1 for rejection sampling)")] = None,
+    format: Annotated[str, typer.Option(help="sharegpt: `conversations` rows, as Harbor's `traces export` | "
+                                             "atif: Harbor's ATIF trajectories")] = "sharegpt",
 ) -> None:
-    """Write rollouts as SFT data: ShareGPT-style ``conversations`` rows, as Harbor's `traces export` does."""
-    from evokit.traces import traces_from_rows
+    """Write rollouts as SFT data: ShareGPT-style ``conversations`` rows, as Harbor's `traces export` does, or ATIF."""
+    from evokit.traces import FORMATS, traces_from_rows
+
+    if format not in FORMATS:
+        raise UserError(f"--format {format}: choose one of {', '.join(FORMATS)}")
 
     files: list[Path] = []
     for p in rows:
@@ -515,8 +520,9 @@ def export_traces(
         files += sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
     if not files:
         raise UserError(f"no .jsonl rows under {', '.join(map(str, rows))}")
-    written, skipped = traces_from_rows(files, out, min_reward=min_reward)
-    console.print(f"{written} conversation(s) → {out}" + (f" ({skipped} rollout(s) left out: "
+    written, skipped = traces_from_rows(files, out, min_reward=min_reward, format=format)
+    kind = "ATIF trajectory(ies)" if format == "atif" else "conversation(s)"
+    console.print(f"{written} {kind} → {out}" + (f" ({skipped} rollout(s) left out: "
                   "no kept messages, masked, or under --min-reward)" if skipped else ""))
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from harbor.models.trajectories import Trajectory
 from llm_support import ScriptedEndpoint
 from store_support import timeless_records
 
@@ -233,7 +234,8 @@ def test_verify_finds_tasks_recursively_and_counts(tmp_path):
 def test_rollout_and_export_traces(tmp_path):
     """`evokit rollout` runs G episodes of the LLM agent over a real HTTP endpoint (scripted replies: the
     test is about the command, not the model) and prints rewards, turns and tokens; `evokit
-    export-traces` turns the rows into Harbor-style SFT conversations, keeping only the solved one."""
+    export-traces` turns the rows into Harbor-style SFT conversations, keeping only the solved one, and
+    into ATIF trajectories that Harbor's own pydantic models accept."""
     task = ROOT / "examples" / "tasks" / "pipes-top-ips"
     solve = (task / "solution" / "solve.sh").read_text()
     replies = [{"command": solve}, {"done": True}, {"done": True}]  # episode 0 solves, episode 1 gives up
@@ -254,6 +256,17 @@ def test_rollout_and_export_traces(tmp_path):
     assert roles == ["user", "user", "assistant", "user", "assistant"]  # system, task, command, output, done
     assert json.loads(conv["conversations"][2]["content"]) == {"command": solve}
     assert conv["conversations"][3]["content"].startswith("[exit code 0]")
+    atif = tmp_path / "atif.jsonl"
+    out = evokit("export-traces", str(rows), "--out", str(atif), "--format", "atif")
+    assert out.returncode == 0 and "2 ATIF trajectory(ies)" in out.stdout, out.stderr
+    solved, gave_up = [Trajectory.model_validate_json(line) for line in atif.read_text().splitlines()]
+    assert [s.source for s in solved.steps] == ["system", "user", "agent", "agent"]
+    assert json.loads(solved.steps[2].message) == {"command": solve}
+    assert solved.steps[2].observation.results[0].content.startswith("[exit code 0]")
+    assert solved.extra["result"] == 1.0 and gave_up.extra["result"] == 0.0 and solved.agent.model_name == "scripted"
+    assert solved.final_metrics.total_completion_tokens == summary["completion_tokens"][0]
+    out = evokit("export-traces", str(rows), "--out", str(atif), "--format", "parquet")
+    assert out.returncode == 2 and out.stderr.strip() == "evokit: error: --format parquet: choose one of sharegpt, atif"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"no": "task"}\n')
     out = evokit("export-traces", str(bad), "--out", str(tmp_path / "x.jsonl"))
