@@ -610,15 +610,20 @@ def rollout(
 def export_traces(
     rows: Annotated[list[Path], typer.Argument(help="rollout rows (.jsonl from `evokit rollout --out`, "
                                                     "`evokit train-llm`), or folders holding them")],
-    out: Annotated[Path, typer.Option(help="SFT dataset to write (.jsonl, one conversation per line)")],
+    out: Annotated[Path, typer.Option(help="file to write (.jsonl, one conversation or trajectory per line)")],
     min_reward: Annotated[float | None, typer.Option(help="keep only rollouts with at least this reward "
                                                            "(e.g. 1 for rejection sampling)")] = None,
+    format: Annotated[str, typer.Option(help="sharegpt: `conversations` rows, as Harbor's `traces export` | "
+                                             "atif: Harbor's ATIF trajectories")] = "sharegpt",
 ) -> None:
-    """Write rollouts as SFT data: ShareGPT-style ``conversations`` rows, as Harbor's `traces export` does.
+    """Write rollouts as SFT data: ShareGPT-style ``conversations`` rows, as Harbor's `traces export` does, or ATIF.
 
     Example: evokit export-traces rollouts.jsonl --out sft.jsonl --min-reward 1
     """
-    from evokit.traces import traces_from_rows
+    from evokit.traces import FORMATS, traces_from_rows
+
+    if format not in FORMATS:
+        raise UserError(f"--format {format}: choose one of {', '.join(FORMATS)}")
 
     files: list[Path] = []
     for p in rows:
@@ -627,8 +632,9 @@ def export_traces(
         files += sorted(p.rglob("*.jsonl")) if p.is_dir() else [p]
     if not files:
         raise UserError(f"no .jsonl rows under {', '.join(map(str, rows))}")
-    written, skipped = traces_from_rows(files, out, min_reward=min_reward)
-    console.print(f"{written} conversation(s) → {out}" + (f" ({skipped} rollout(s) left out: "
+    written, skipped = traces_from_rows(files, out, min_reward=min_reward, format=format)
+    kind = "ATIF trajectory(ies)" if format == "atif" else "conversation(s)"
+    console.print(f"{written} {kind} → {out}" + (f" ({skipped} rollout(s) left out: "
                   "no kept messages, masked, or under --min-reward)" if skipped else ""))
 
 
@@ -714,12 +720,14 @@ def train(
 
     Example: evokit train --store runs/store --out runs/train --curriculum el
     """
-    from evokit.genenv import GenEnvConfig, GenEnvSource
-    from evokit.learners import PolicyConfig
-    from evokit.solvers import saved_policy, world_solver
-    from evokit.sources import source_from
-    from evokit.train import ResumeError, TrainConfig
-    from evokit.train import train as run_training
+    with console.status("loading torch, the learner and the task sources"):
+        from evokit.genenv import GenEnvConfig, GenEnvSource
+        from evokit.learners import PolicyConfig
+        from evokit.run_summary import run_report
+        from evokit.solvers import saved_policy, world_solver
+        from evokit.sources import source_from
+        from evokit.train import ResumeError, TrainConfig
+        from evokit.train import train as run_training
 
     if learner not in {"solver", "prior"}:
         raise typer.BadParameter("--learner must be solver or prior")
@@ -735,12 +743,14 @@ def train(
         src, held_out = GenEnvSource(GenEnvConfig(learning=simulator == "learning")), []
     else:
         raise typer.BadParameter("--source must be store or genenv")
-    init = saved_policy(out / "solver.pt", world_solver(seed)) if learner == "solver" else None
+    init = saved_policy(out / "solver.pt", world_solver(seed), progress=True) if learner == "solver" else None
     try:
         run_training(src, init.config if init else PolicyConfig(), out, cfg, init, eval_tasks=held_out)
     except ResumeError as e:
         raise typer.BadParameter(str(e)) from None
-    console.print(f"rows in {out}/steps.jsonl")
+    for line in [*run_report(out), f"rows in {out}/steps.jsonl"]:
+        console.print(line, style="bold yellow" if line.startswith("warning") else None, markup=False,
+                      highlight=False, soft_wrap=True)
 
 
 @app.command("train-llm")

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.catalog import SCENARIOS, SKILLS, compatible
 from evokit.catalog.registry import load_catalog
@@ -122,10 +123,11 @@ class Solver:
         return LearnerPolicy(self.policy, greedy=greedy, attempts=attempts, judge=self.judge)
 
 
-def pretrain(corpus: Sequence[SolvedStep], config: SolverConfig) -> Solver:
+def pretrain(corpus: Sequence[SolvedStep], config: SolverConfig, *, progress: bool = False) -> Solver:
     """Supervised pretraining on ``corpus`` alone: −log π(κ | σ, g) − log p(shape | g), full-batch Adam.
 
-    Deterministic given (corpus, config). Raises ValueError for an empty corpus or a step whose
+    Deterministic given (corpus, config). ``progress`` shows a bar over the Adam steps (it takes
+    tens of seconds on a CPU, long enough that a silent terminal looks hung). Raises ValueError for an empty corpus or a step whose
     scenario or skill the catalog does not know (naming it).
     """
     if not corpus:
@@ -145,7 +147,7 @@ def pretrain(corpus: Sequence[SolvedStep], config: SolverConfig) -> Solver:
     ys = torch.tensor([judge.index[st.output_shape] for st in corpus])
     opt = torch.optim.Adam([*policy.parameters(), *judge.parameters()], lr=config.lr)
     losses = []
-    for _ in range(config.pretrain_steps):
+    for _ in tqdm(range(config.pretrain_steps), desc=f"pretrain[{config.name}]", disable=not progress):
         loss = (-torch.log_softmax(policy.logits(sid, x), dim=-1).gather(1, y[:, None]).mean()
                 - judge.log_probs(x).gather(1, ys[:, None]).mean())
         opt.zero_grad()
@@ -180,13 +182,14 @@ def world_solver(seed: int, corpus_size: int = CORPUS_SIZE) -> SolverConfig:
     return SolverConfig("world", CorpusConfig(WORLD, corpus_size, seed=seed), seed=seed)
 
 
-def saved_policy(path: str | Path, config: SolverConfig) -> SkillPolicy:
-    """``config``'s pretrained policy: pretrained and saved at ``path`` (atomically) the first time, loaded after."""
+def saved_policy(path: str | Path, config: SolverConfig, *, progress: bool = False) -> SkillPolicy:
+    """``config``'s pretrained policy: pretrained and saved at ``path`` (atomically) the first time, loaded after;
+    ``progress`` shows the pretraining's bar."""
     path = Path(path)
     if path.exists():
         return SkillPolicy.load(path, support_reference())
     path.parent.mkdir(parents=True, exist_ok=True)
-    policy = build_solver(config).policy
+    policy = build_solver(config, progress=progress).policy
     tmp = path.with_name(f".{path.name}.tmp")
     policy.save(tmp)
     os.replace(tmp, path)
@@ -200,7 +203,7 @@ def solver_config(name: str) -> SolverConfig:
         raise ValueError(f"unknown solver {name!r}; the population is {', '.join(SOLVERS)}") from None
 
 
-def build_solver(solver: str | SolverConfig) -> Solver:
-    """Draw the member's corpus from the world (:mod:`evokit.world`) and pretrain on it."""
+def build_solver(solver: str | SolverConfig, *, progress: bool = False) -> Solver:
+    """Draw the member's corpus from the world (:mod:`evokit.world`) and pretrain on it (``progress``: a bar)."""
     config = solver_config(solver) if isinstance(solver, str) else solver
-    return pretrain(sample_corpus(config.corpus), config)
+    return pretrain(sample_corpus(config.corpus), config, progress=progress)

@@ -9,7 +9,9 @@ not the rollout: rollouts of one run share its learner and tasks and are not ind
 * :func:`difference` — mean of ``a − b`` with its interval: paired (same seeds on both sides,
   resampled together) when ``paired=True``, else the two sides resampled independently;
 * :func:`verdict` — what an interval says about a sign: ``"above"``, ``"below"`` or ``"overlaps"``
-  (the "reproduced" column of the README and docs/notebooks-and-results.md is built from these).
+  (the "reproduced" column of the README and docs/notebooks-and-results.md is built from these);
+* :func:`pass_at_k` — the unbiased pass@k of one task from ``n`` samples of which ``c`` pass
+  (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", Eq. 1).
 
 The bootstrap has its own seeded generator, so a summary is a pure function of its rows.
 """
@@ -49,6 +51,33 @@ class Interval:
     @property
     def sign(self) -> str:
         return verdict(self)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of one task: the chance that k of its ``n`` samples, drawn without
+    replacement, hold at least one of the ``c`` that pass: 1 − C(n−c, k)/C(n, k) (Chen et al. 2021, Eq. 1).
+
+    Computed as Chen et al.'s product 1 − ∏_{i=n−c+1}^{n} (1 − k/i): the binomials themselves
+    pass a float's range near n = 1030, the product's factors all lie in [0, 1]. Averaging over tasks is the caller's
+    step; the plug-in 1 − (1 − c/n)^k is biased low, which is why it is not used.
+
+    >>> pass_at_k(8, 2, 1), pass_at_k(8, 0, 8), pass_at_k(8, 1, 8)
+    (0.25, 0.0, 1.0)
+    >>> round(pass_at_k(4, 1, 2), 3)  # 1 − C(3, 2)/C(4, 2) = 1 − 3/6
+    0.5
+    """
+    for name, v in (("n", n), ("c", c), ("k", k)):
+        if isinstance(v, bool) or int(v) != v:
+            raise ValueError(f"pass_at_k: {name} must be an integer, got {v!r}")
+    if n < 1 or k < 1:
+        raise ValueError(f"pass_at_k: n and k must be at least 1 (n={n}, k={k})")
+    if not 0 <= c <= n:
+        raise ValueError(f"pass_at_k: c must lie in 0..n (c={c}, n={n})")
+    if k > n:
+        raise ValueError(f"pass_at_k: k={k} > n={n}: pass@k needs at least k samples of the task")
+    if n - c < k:  # every k-subset holds a passing sample
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 
 def _values(xs: Sequence[float], name: str, min_n: int) -> np.ndarray:

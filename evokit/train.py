@@ -182,8 +182,9 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
     for name in ("steps.jsonl", "evals.jsonl", "rollouts.jsonl"):
         keep_rows(out / name, lambda r: r.get("step", start) < start)  # a killed step is redone
     (out / "config.json").write_text(json.dumps({**identity, "steps": cfg.steps}, indent=2))
-    for step in tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=f"train[{source.name}]",
-                     disable=not progress):
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, desc=f"train[{source.name}]",
+               disable=not progress)
+    for step in bar:
         if source.done(state):
             break
         state, refs = source.sample(state, step_rng(cfg.seed, step), cfg.tasks_per_step)
@@ -203,11 +204,14 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
             "turns": float(np.mean([r.n_turns for g in groups for r in g])),
             "mean_d_t": float(np.mean(d_t)), "mean_d_theta": d_theta, "scheduler": source.summary(state)}])
         if cfg.eval_every and eval_tasks and (step + 1) % cfg.eval_every == 0:
+            bar.set_postfix_str(f"held-out evaluation on {len(eval_tasks)} task(s)")
             append_rows(out / "evals.jsonl", [{"step": step, "pass_rate": evaluate(
                 model, list(eval_tasks), n=cfg.eval_rollouts, seed=cfg.seed + 7, workers=cfg.workers,
                 attempts=cfg.attempts, judge=judge, groups_at_once=cfg.groups_at_once)}])
+            bar.set_postfix_str("")
         _save(out, policy=model.state_dict(), optimizer=opt.state_dict(), source=state, step=step + 1,
               identity=identity)
+    bar.close()
     return out
 
 

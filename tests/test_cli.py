@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from harbor.models.trajectories import Trajectory
 from llm_support import ScriptedEndpoint
 from store_support import timeless_records
 
@@ -209,14 +210,20 @@ def test_train_starts_from_a_data_solver_and_resumes(tmp_path):
     """`evokit train --source genenv`: real GenEnv epochs (tasks rendered, rolled out in sandboxes, judged by
     their tests). The learner starts as the studies' agents do, from a solver pretrained on data
     (OUT/solver.pt; no log p_T in its logits); a second call resumes the run, and `--learner prior` (the
-    p_T-prior learner) in the same folder is refused as another run, in one line."""
+    p_T-prior learner) in the same folder is refused as another run, in one line. The pretraining shows a
+    bar; each run ends with the summary of its rows (evokit.run_summary), and a run of groups of one
+    rollout ends with the warning that GRPO had no signal."""
     from evokit.learners import SkillPolicy
+    from evokit.run_summary import run_report
     from evokit.solvers import build_solver, support_reference, world_solver
 
     out = tmp_path / "run"
     args = ["train", "--source", "genenv", "--out", str(out), "--group-size", "2", "--tasks-per-step", "2"]
     first = evokit(*args, "--steps", "1", timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "pretrain[world]: 100%" in first.stderr and "train[genenv]: 100%" in first.stderr
+    assert first.stdout.splitlines() == [*run_report(out), f"rows in {out}/steps.jsonl"]
+    assert "pass@2 " in first.stdout
     saved = SkillPolicy.load(out / "solver.pt", support_reference())
     fresh = build_solver(world_solver(0)).policy
     assert saved.config.prior_weight == 0 and saved.reference_name == "support"
@@ -226,6 +233,15 @@ def test_train_starts_from_a_data_solver_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     steps = [json.loads(line)["step"] for line in (out / "steps.jsonl").read_text().splitlines()]
     assert steps == [0, 1]  # step 0 kept, step 1 added
+    assert "pretrain[" not in again.stderr  # OUT/solver.pt is loaded, not pretrained again
+    assert again.stdout.splitlines()[0] == "2 step(s), 4 group(s) served"
+    single = tmp_path / "single"
+    single.mkdir()
+    shutil.copy(out / "solver.pt", single / "solver.pt")
+    lonely = evokit("train", "--source", "genenv", "--out", str(single), "--group-size", "1", "--steps", "1",
+                    timeout=600)
+    assert lonely.returncode == 0, lonely.stderr[-3000:]
+    assert "warning: no learning signal: 100 % of groups" in lonely.stdout, lonely.stdout
     other = evokit(*args, "--steps", "2", "--learner", "prior")
     assert other.returncode == 2 and other.stderr.startswith("evokit: error: "), other.stderr
     assert len(other.stderr.strip().splitlines()) == 1 and "Traceback" not in other.stderr
@@ -258,7 +274,8 @@ def test_verify_finds_tasks_recursively_and_counts(tmp_path):
 def test_rollout_and_export_traces(tmp_path):
     """`evokit rollout` runs G episodes of the LLM agent over a real HTTP endpoint (scripted replies: the
     test is about the command, not the model) and prints rewards, turns and tokens; `evokit
-    export-traces` turns the rows into Harbor-style SFT conversations, keeping only the solved one."""
+    export-traces` turns the rows into Harbor-style SFT conversations, keeping only the solved one, and
+    into ATIF trajectories that Harbor's own pydantic models accept."""
     task = ROOT / "examples" / "tasks" / "pipes-top-ips"
     solve = (task / "solution" / "solve.sh").read_text()
     replies = [{"command": solve}, {"done": True}, {"done": True}]  # episode 0 solves, episode 1 gives up
@@ -279,6 +296,17 @@ def test_rollout_and_export_traces(tmp_path):
     assert roles == ["user", "user", "assistant", "user", "assistant"]  # system, task, command, output, done
     assert json.loads(conv["conversations"][2]["content"]) == {"command": solve}
     assert conv["conversations"][3]["content"].startswith("[exit code 0]")
+    atif = tmp_path / "atif.jsonl"
+    out = evokit("export-traces", str(rows), "--out", str(atif), "--format", "atif")
+    assert out.returncode == 0 and "2 ATIF trajectory(ies)" in out.stdout, out.stderr
+    solved, gave_up = [Trajectory.model_validate_json(line) for line in atif.read_text().splitlines()]
+    assert [s.source for s in solved.steps] == ["system", "user", "agent", "agent"]
+    assert json.loads(solved.steps[2].message) == {"command": solve}
+    assert solved.steps[2].observation.results[0].content.startswith("[exit code 0]")
+    assert solved.extra["result"] == 1.0 and gave_up.extra["result"] == 0.0 and solved.agent.model_name == "scripted"
+    assert solved.final_metrics.total_completion_tokens == summary["completion_tokens"][0]
+    out = evokit("export-traces", str(rows), "--out", str(atif), "--format", "parquet")
+    assert out.returncode == 2 and out.stderr.strip() == "evokit: error: --format parquet: choose one of sharegpt, atif"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"no": "task"}\n')
     out = evokit("export-traces", str(bad), "--out", str(tmp_path / "x.jsonl"))

@@ -1,9 +1,13 @@
 """evokit.stats: the bootstrap intervals every notebook's claims are asserted on."""
 
+import itertools
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
-from evokit.stats import Interval, StatsError, difference, interval, per_seed, verdict
+from evokit.stats import Interval, StatsError, difference, interval, pass_at_k, per_seed, verdict
 
 
 def test_interval_covers_the_true_mean_about_95_percent_of_the_time():
@@ -57,3 +61,47 @@ def test_paired_difference_needs_equal_seeds():
 def test_per_seed_groups_rows_by_seed():
     rows = [{"seed": 1, "r": 1.0}, {"seed": 0, "r": 0.0}, {"seed": 1, "r": 0.0}]
     assert per_seed(rows, lambda rs: np.mean([r["r"] for r in rs])) == {0: 0.0, 1: 0.5}
+
+
+def _pass_at_k_by_enumeration(n: int, c: int, k: int) -> float:
+    """The definition itself: the share of all k-subsets of n samples (c of them passing) with a pass."""
+    samples = [True] * c + [False] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    return sum(any(samples[i] for i in s) for s in subsets) / len(subsets)
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_pass_at_k_equals_the_share_of_k_subsets_with_a_pass(n):
+    """Chen et al.'s product against enumerating every k-subset, for every (c, k) with n ≤ 8: the
+    edges c = 0, c = n and k = n included."""
+    for c in range(n + 1):
+        for k in range(1, n + 1):
+            assert pass_at_k(n, c, k) == pytest.approx(_pass_at_k_by_enumeration(n, c, k), abs=1e-12), (n, c, k)
+
+
+def test_pass_at_k_for_many_samples_matches_a_seeded_monte_carlo():
+    """n = 200 is past what enumeration reaches (C(200, 10) ≈ 2e16 subsets): a Monte Carlo of 20 000
+    seeded draws agrees within 5 standard errors."""
+    n, c, k, draws = 200, 7, 10, 20_000
+    rng = np.random.default_rng(0)
+    passing = np.zeros(n, dtype=bool)
+    passing[:c] = True
+    hits = np.array([passing[rng.choice(n, size=k, replace=False)].any() for _ in range(draws)])
+    p = hits.mean()
+    se = math.sqrt(p * (1 - p) / draws)
+    assert abs(pass_at_k(n, c, k) - p) < 5 * se
+    assert pass_at_k(n, c, k) > 1 - (1 - c / n) ** k  # the plug-in estimate is biased low
+
+
+@pytest.mark.parametrize("n, c, k", [(2000, 3, 100), (5000, 4990, 1000), (1200, 600, 600)])
+def test_pass_at_k_matches_exact_binomials_where_floats_of_them_overflow(n, c, k):
+    """Past n ≈ 1030 C(n, k) exceeds a float; exact integer binomials (math.comb, as a Fraction) give the truth."""
+    exact = 1 - Fraction(math.comb(n - c, k), math.comb(n, k))
+    assert pass_at_k(n, c, k) == pytest.approx(float(exact), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("n, c, k, says", [(4, 1, 5, "k=5 > n=4"), (4, 5, 1, "c must lie"), (4, -1, 1, "c must lie"),
+                                           (0, 0, 1, "at least 1"), (4, 1, 0, "at least 1"), (4, 1.5, 1, "integer")])
+def test_pass_at_k_refuses_what_it_cannot_estimate(n, c, k, says):
+    with pytest.raises(ValueError, match=says):
+        pass_at_k(n, c, k)
