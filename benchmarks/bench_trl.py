@@ -33,7 +33,8 @@ os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HARBOR_TELEMETRY
 import torch  # noqa: E402
 
 from evokit import trl_trainer as T
-from evokit.sources import InProcess, source_from  # noqa: E402
+from evokit.curricula import source_from  # noqa: E402
+from evokit.sources import InProcess  # noqa: E402
 
 SYSTEM = "Solve the task with the bash tool."
 SOLVE = "mkdir -p /app/out && cat /app/step1/hosts.txt | LC_ALL=C sort -u > /app/out/step1.txt"

@@ -102,7 +102,8 @@ def main(argv=None) -> dict:
     import torch
 
     from evokit import trl_trainer as T
-    from evokit.sources import InProcess, source_from
+    from evokit.curricula import source_from
+    from evokit.sources import InProcess
 
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda: no CUDA device visible (use --device cpu)")

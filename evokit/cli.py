@@ -721,11 +721,11 @@ def train(
     Example: evokit train --store runs/store --out runs/train --curriculum el
     """
     with console.status("loading torch, the learner and the task sources"):
+        from evokit.curricula import source_from
         from evokit.genenv import GenEnvConfig, GenEnvSource
         from evokit.learners import PolicyConfig
         from evokit.run_summary import run_report
         from evokit.solvers import saved_policy, world_solver
-        from evokit.sources import source_from
         from evokit.train import ResumeError, TrainConfig
         from evokit.train import train as run_training
 
@@ -780,7 +780,7 @@ def train_llm(
 
     Example: evokit train-llm --model tiny --source none --out runs/train-llm --steps 2
     """
-    from evokit.sources import source_from
+    from evokit.curricula import source_from
     from evokit.trl_trainer import LLMTrainConfig, SetupError
     from evokit.trl_trainer import train_llm as run_training
 

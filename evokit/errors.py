@@ -35,7 +35,6 @@ class                                             branch       why
 ``rollout.EpisodeOver``                           EvokitError  as its base
 ``sandbox.build_step.ImageBuildError``            UserError    a Dockerfile step (or base image) that will not build
 ``sandbox.bwrap.SandboxUnavailableError``         Unavailable  bubblewrap, root or a C compiler missing
-``sandbox.cgroup.LimitsError``                    UserError    task.toml limits out of range
 ``sandbox.docker_engine.EngineUnavailableError``  Unavailable  no Docker daemon answers
 ``sandbox.dockerfile.DockerfileError``            UserError    a Dockerfile evokit cannot read
 ``sandbox.netns.NetworkSetupError``               EvokitError  slirp4netns failed under one sandbox (a harness fault)
@@ -53,6 +52,7 @@ class                                             branch       why
 ``sources.SourceError``                           UserError    a task source that cannot be built from its inputs
 ``studies.folder.StudyError``                     UserError    a study folder made with other parameters
 ``tasks.folder.TaskFormatError``                  UserError    a malformed task folder
+``tasks.limits.LimitsError``                      UserError    task.toml limits out of range
 ``traces.TraceRowError``                          UserError    a rows file that is not evokit's rows
 ``train.ResumeError``                             UserError    a run folder made with another config
 ``trl_trainer.config.SetupError``                 UserError    a training setup that cannot work (model, device)

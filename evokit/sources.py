@@ -14,7 +14,8 @@ Both training loops drive sources only through this protocol: the CPU learner's
 The draw of step t uses :func:`evokit.seeding.step_rng` (seed, t), so the same source serves
 the same tasks in either loop, and a resumed run the same as an uninterrupted one.
 
-Sources are registered by name (:func:`register`, :func:`make_source`, :func:`source_from`); the
+Sources are registered by name (:func:`register`, :func:`make_source`; the CLI and the loops build
+them from a store or task folders with :func:`evokit.curricula.source_from`); the
 built-in ones live with their concept: EE's EL, random and D_T order (:mod:`evokit.curriculum`),
 GenEnv's simulator (:mod:`evokit.genenv.source`), the co-evolution refresh
 (:mod:`evokit.evolve.coevolution`) and an in-process task for GPU hosts without a sandbox
@@ -147,42 +148,6 @@ def source_names() -> list[str]:
     return sorted(SOURCES)
 
 
-def takes_envs(name: str) -> bool:
-    """Whether the source ``name`` trains on evolved environments (it has a field ``envs``)."""
-    source_names()
-    cls = SOURCES.get(name)
-    return cls is not None and dataclasses.is_dataclass(cls) and "envs" in {f.name for f in dataclasses.fields(cls)}
-
-
-def source_from(name: str, *, store=None, tasks: Sequence[str | Path] = (), **options) -> TaskSource:
-    """A registered source by name, as the CLI and both training loops build it.
-
-    A source with a field ``envs`` (:func:`takes_envs`) gets its environments from ``store`` (a
-    lineage store made by ``evokit evolve``) or from ``tasks`` (each task folder its own
-    one-environment lineage at the start generation); the other sources take ``options`` only.
-    Anything wrong is a :class:`SourceError` naming it.
-    """
-    from evokit.curriculum import lineage_envs, store_envs
-    from evokit.lineage import LineageStore
-
-    names = source_names()
-    if name not in SOURCES:
-        raise SourceError(f"unknown task source {name!r}; choose one of {', '.join(names)}")
-    if takes_envs(name):
-        if store is None and not tasks:
-            raise SourceError(f"source {name!r} needs a lineage store (made by `evokit evolve`) or task folders")
-        if store is not None and not isinstance(store, LineageStore) and not Path(store).is_dir():
-            raise SourceError(f"no lineage store at {store}; make one with `evokit evolve`")
-        envs = store_envs(store) if store is not None else lineage_envs({Path(t).name: [t] for t in tasks})
-        if not envs:
-            raise SourceError(f"source {name!r}: {store or 'the task list'} holds no environments")
-        options = {"envs": envs, **options}
-    elif store is not None or tasks:
-        raise SourceError(f"source {name!r} takes no lineage store or task folders (it makes its own tasks)")
-    try:
-        return make_source(name, **options)
-    except (TypeError, ValueError) as e:
-        raise SourceError(f"task source {name!r}: {e}") from None
 
 
 def make_source(name: str, **options) -> TaskSource:

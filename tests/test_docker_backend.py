@@ -22,12 +22,12 @@ import pytest
 from docker_support import containers_of, docker_client, docker_daemon  # noqa: F401
 from sandbox_support import make_context
 
-from evokit.sandbox.cgroup import Limits
 from evokit.sandbox.docker_backend import DockerSandbox
 from evokit.sandbox.docker_image import build_docker_image
 from evokit.sandbox.image import ImageBuildError
 from evokit.sandbox.runtime import SandboxError
 from evokit.sandbox.task_env import sandbox_backend
+from evokit.tasks.limits import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "tasks" / "csv-quoted-ledger"

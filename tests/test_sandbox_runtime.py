@@ -275,7 +275,7 @@ def test_bad_limits_in_task_toml_are_clear_errors_naming_the_field(tmp_path, fie
 
 def test_limits_validation_rejects_non_numbers_and_keeps_good_values():
     """Limits itself checks every field (the Harbor path and direct callers alike)."""
-    from evokit.sandbox.cgroup import LimitsError
+    from evokit.tasks.limits import LimitsError
 
     for bad in ({"memory_mb": True}, {"memory_mb": 512.5}, {"cpus": "2"}, {"cpus": float("nan")},
                 {"pids": 0}, {"pids": 10**9}):

@@ -21,7 +21,8 @@ from sandbox_support import leftovers, ticks_since_boot, trace
 from typer.testing import CliRunner
 
 from evokit.sandbox import Sandbox, SandboxError, runtime, stale
-from evokit.sandbox.cgroup import Cgroup, Limits, parent_dirs
+from evokit.sandbox.cgroup import Cgroup, parent_dirs
+from evokit.tasks.limits import Limits
 
 HARNESS = r"""
 import json, sys

@@ -1,4 +1,4 @@
-"""Tests for evokit.sources: the contract every registered task source keeps, and a curriculum
+"""Tests for evokit.sources and evokit.curricula: the contract every registered task source keeps, and a curriculum
 added from outside evokit (an installed plug-in) reaching both training loops from the CLI.
 
 The contract runs over ``source_names()``, so a source registered tomorrow is tested without an
@@ -19,18 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from evokit.curricula import source_from, takes_envs
 from evokit.grpo import GroupStats
 from evokit.plan import Plan, Step, render
 from evokit.seeding import step_rng
-from evokit.sources import (
-    GroupResult,
-    Run,
-    SourceError,
-    TaskSource,
-    source_from,
-    source_names,
-    takes_envs,
-)
+from evokit.sources import GroupResult, Run, SourceError, TaskSource, source_names
 
 ROOT = Path(__file__).resolve().parent.parent
 

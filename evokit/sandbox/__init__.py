@@ -10,11 +10,11 @@ Public API (the rest is internal):
 """
 
 from evokit.sandbox.bwrap import SandboxUnavailableError
-from evokit.sandbox.cgroup import Limits
 from evokit.sandbox.dockerfile import DockerfileError
 from evokit.sandbox.image import Image, ImageBuildError, build_image, cache_root
 from evokit.sandbox.process import ExecResult
 from evokit.sandbox.runtime import Sandbox, SandboxError
+from evokit.tasks.limits import Limits
 
 __all__ = [
     "DockerfileError", "ExecResult", "Image", "ImageBuildError", "Limits", "Sandbox",

@@ -20,9 +20,10 @@ from pathlib import Path
 from evokit.errors import UserError
 from evokit.sandbox import netns, seccomp, stale
 from evokit.sandbox.bwrap import bwrap_base, host_env, overlay_argv
-from evokit.sandbox.cgroup import Cgroup, Limits
+from evokit.sandbox.cgroup import Cgroup
 from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
 from evokit.sandbox.process import run_capped
+from evokit.tasks.limits import Limits
 
 #: Build steps run in their own cgroup: a RUN (possibly from a generated Dockerfile) that
 #: fork-bombs stops at this many processes instead of taking the host down.

@@ -78,12 +78,12 @@ import time
 import uuid
 from pathlib import Path, PurePosixPath
 
-from evokit.sandbox.cgroup import Limits
 from evokit.sandbox.docker_engine import LABEL, client
 from evokit.sandbox.docker_image import DockerImage
 from evokit.sandbox.process import TIMEOUT_EXIT_CODE, ExecResult, HeadTail
 from evokit.sandbox.runtime import LOG_DIRS, SandboxError, check_spared, process_identity, tar_bytes
 from evokit.sandbox.verifier_ns import VerifierNamespace
+from evokit.tasks.limits import Limits
 
 #: Where the anchor binary is bind-mounted in the container (read-only, on the container's /dev tmpfs:
 #: nothing is added to its root filesystem).

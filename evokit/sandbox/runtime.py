@@ -53,11 +53,12 @@ from evokit.sandbox.bwrap import (
     overlay_argv,
     require_tools,
 )
-from evokit.sandbox.cgroup import Cgroup, Limits
+from evokit.sandbox.cgroup import Cgroup
 from evokit.sandbox.cgroup import parent_dirs as cgroup_parent_dirs
 from evokit.sandbox.image import Image, as_user
 from evokit.sandbox.process import SUBPROCESS_CLOCK, ExecResult, run_capped
 from evokit.sandbox.verifier_ns import VerifierNamespace
+from evokit.tasks.limits import Limits
 
 RUN_DIR = stale.RUN_DIR
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")

@@ -10,10 +10,10 @@ from harbor.models.task.config import EnvironmentConfig, NetworkMode
 from harbor.models.task.task import Task
 
 from evokit.errors import Unavailable, UserError
-from evokit.sandbox.cgroup import Limits, LimitsError
 from evokit.sandbox.image import Image, build_image, pull_image
 from evokit.sandbox.runtime import Sandbox, SandboxError
 from evokit.tasks.folder import open_task
+from evokit.tasks.limits import Limits, LimitsError
 
 #: Used when a task sets no ``memory_mb`` / ``storage_mb`` (Harbor leaves them unset): many
 #: sandboxes at once must not be able to take the host's RAM between them.
@@ -35,7 +35,7 @@ def limits_from_config(env: EnvironmentConfig, *, pids: int | None = 1024, where
 
     Only a field left out gets the default: ``memory_mb = 0`` is an error naming the field
     (taken as the default or as "unlimited", a typo would pass unnoticed), as is anything outside
-    :data:`evokit.sandbox.cgroup.LIMIT_RANGES`.
+    :data:`evokit.tasks.limits.LIMIT_RANGES`.
     """
     try:
         return Limits(cpus=env.cpus, memory_mb=DEFAULT_MEMORY_MB if env.memory_mb is None else env.memory_mb,

@@ -19,7 +19,7 @@ from harbor.models.task.task import Task
 from pydantic import ValidationError
 
 from evokit.errors import UserError
-from evokit.sandbox.cgroup import Limits, LimitsError
+from evokit.tasks.limits import Limits, LimitsError
 
 METADATA_KEY = "evokit"  # evokit's table inside task.toml's free-form [metadata]
 CONFIG_FILE = "task.toml"

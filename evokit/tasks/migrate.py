@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from evokit.tasks.fetches import test_time_fetches
 from evokit.tasks.folder import (
     CONFIG_FILE,
     StrPath,
@@ -50,8 +51,6 @@ def _record_test_time_fetches(task_dir: Path) -> list[str]:
     folder says the reward needs the internet. The record says it, in the task, next to the
     config that allows it; the rubric's ``tests-no-download`` judges the files themselves.
     """
-    from evokit.verify.rubric import test_time_fetches  # the rubric's own judgement of a fetch
-
     tests = task_dir / "tests"
     fetches = [f"tests/{p.relative_to(tests)}: {line}" for p in sorted(tests.rglob("*")) if p.is_file()
                for line in test_time_fetches(p.read_text(errors="replace"))]
