@@ -81,6 +81,9 @@ class LLMTrainConfig:
     grpo_args: dict | None = None
 
     def __post_init__(self):
+        for name in ("report_to", "lora_target_modules"):  # "a,b" (a flag's form) → ("a", "b")
+            if isinstance(value := getattr(self, name), str):
+                object.__setattr__(self, name, tuple(v.strip() for v in value.split(",") if v.strip()))
         if self.group_size < 2:
             raise SetupError(f"group_size (G) must be ≥ 2 for GRPO; got {self.group_size}")
         n = self.group_size * self.tasks_per_step
