@@ -755,6 +755,7 @@ def train(
 
 @app.command("train-llm")
 def train_llm(
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option(help="run folder (rows, TRL checkpoints); resumed if it exists")],
     model: Annotated[str, typer.Option(help="local HF model dir | .gguf file | smollm2 | tiny")] = "smollm2",
     source: Annotated[str, typer.Option(help="store | tasks | genenv | none (in-process, no sandbox)")] = "store",
@@ -762,6 +763,8 @@ def train_llm(
     tasks: Annotated[Path | None, typer.Option(help="folder of task folders, for --source tasks")] = None,
     curriculum: Annotated[str, typer.Option(help="a registered task source on the store / tasks: el | random | "
                                                     "dt | replay | a plug-in (evokit.curricula)")] = "el",
+    config: Annotated[Path | None, typer.Option(help="YAML of LLMTrainConfig and GRPOConfig fields; "
+                                                     "options given here override it")] = None,
     steps: Annotated[int, typer.Option(help="GRPO updates (EE: 200)")] = 10,
     group_size: Annotated[int, typer.Option(help="rollouts per GRPO group (EE: B = 8)")] = 8,
     tasks_per_step: Annotated[int, typer.Option(help="GRPO groups per update")] = 2,
@@ -775,28 +778,37 @@ def train_llm(
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     dtype: Annotated[str, typer.Option(help="auto | bfloat16 | float32 | mixed (fp32 weights, bf16 autocast)")] = "auto",
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    report_to: Annotated[str, typer.Option(help="none | tensorboard, wandb, trackio, mlflow (comma-separated)")
+                         ] = "none",
+    lora_r: Annotated[int, typer.Option(help="LoRA rank through PEFT (0: train every weight)")] = 0,
+    lora_alpha: Annotated[int | None, typer.Option(help="LoRA scale α (default 2 × rank)")] = None,
+    lora_dropout: Annotated[float, typer.Option(help="LoRA dropout")] = 0.05,
+    lora_target_modules: Annotated[str, typer.Option(help="modules LoRA adapts (comma-separated)")] = "all-linear",
 ) -> None:
     """Train an LLM with TRL's GRPO on evokit tasks in sandboxes (the CPU learner: `evokit train`).
 
     Example: evokit train-llm --model tiny --source none --out runs/train-llm --steps 2
     """
     from evokit.curricula import source_from
-    from evokit.trl_trainer import LLMTrainConfig, SetupError
+    from evokit.trl_trainer import SetupError
     from evokit.trl_trainer import train_llm as run_training
+    from evokit.trl_trainer.config_file import llm_config
 
-    try:
-        cfg = LLMTrainConfig(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, micro_batch=micro_batch,
-                             max_completion_length=max_completion_length, max_turns=max_turns, learning_rate=lr,
-                             beta=beta, generation=generation, vllm_server_url=vllm_server_url, device=device,
-                             dtype=dtype, seed=seed)
-        if source not in ("store", "tasks", "genenv", "none"):
-            raise SetupError(f"unknown --source {source!r}: choose store, tasks, genenv or none")
-        name = curriculum if source in ("store", "tasks") else source
-        src = source_from(name, store=store if source == "store" else None,
-                          tasks=_task_dirs([tasks]) if source == "tasks" and tasks else ())
-        run_training(model, src, out, cfg)
-    except SetupError as e:
-        raise typer.BadParameter(str(e)) from None
+    settings = dict(steps=steps, group_size=group_size, tasks_per_step=tasks_per_step, micro_batch=micro_batch,
+                    max_completion_length=max_completion_length, max_turns=max_turns, learning_rate=lr, beta=beta,
+                    generation=generation, vllm_server_url=vllm_server_url, device=device, dtype=dtype, seed=seed,
+                    report_to=report_to, lora_r=lora_r, lora_alpha=lora_alpha, lora_dropout=lora_dropout,
+                    lora_target_modules=lora_target_modules)
+    given = {k: v for k, v in settings.items()  # the options typed on the command line: they override --config
+             if getattr(ctx.get_parameter_source("lr" if k == "learning_rate" else k), "name", "") == "COMMANDLINE"}
+    # A SetupError or SourceError is the user's: one line, exit 2 (evokit.errors).
+    cfg = llm_config(config, **(given if config else settings))
+    if source not in ("store", "tasks", "genenv", "none"):
+        raise SetupError(f"unknown --source {source!r}: choose store, tasks, genenv or none")
+    name = curriculum if source in ("store", "tasks") else source
+    src = source_from(name, store=store if source == "store" else None,
+                      tasks=_task_dirs([tasks]) if source == "tasks" and tasks else ())
+    run_training(model, src, out, cfg)
     console.print(f"rows in {out}/steps.jsonl, checkpoints in {out}/trl")
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import typing
 from pathlib import Path
@@ -201,7 +202,10 @@ def masking_runs(tmp_path_factory, tokenizer, lineage):
     cfg = T.LLMTrainConfig(steps=1, generation_kwargs=behaviour_sampler(tokenizer, tasks),
                            **{**TINY, "tasks_per_step": len(tasks), "group_size": 2, "max_completion_length": 160})
     flags = dict(mask_timeouts=True, mask_invalid_tool_calls=True, mask_overflow=True)
-    out = {}
+    out = {"trl_log": []}
+    heard = logging.Handler()
+    heard.emit = lambda record: out["trl_log"].append(record.getMessage())
+    logging.getLogger("trl").addHandler(heard)  # what TRL's loggers pass on to any handler
     for label, run_cfg in (("default", cfg), ("masked", dataclasses.replace(cfg, **flags))):
         folder = tmp_path_factory.mktemp(f"masking-{label}")
         T.train_llm(T.tiny_llama(tokenizer), source, folder, run_cfg, tokenizer=tokenizer, progress=False)
@@ -209,6 +213,7 @@ def masking_runs(tmp_path_factory, tokenizer, lineage):
         for r in rows(folder / "rollouts.jsonl"):
             by.setdefault(r["task"][0], []).append(r)
         out[label] = by
+    logging.getLogger("trl").removeHandler(heard)
     return out
 
 
@@ -249,6 +254,33 @@ def test_mask_flags_mask_what_the_user_chose(masking_runs, behaviour, reason):
     for r in masking_runs["masked"][behaviour]:
         assert r["reward"] is None and r["masked"] and reason in r["error"], r
     assert all(r["reward"] == 1.0 for r in masking_runs["masked"]["solved"])
+
+
+def test_masked_rollouts_do_not_flood_the_log(masking_runs):
+    """TRL warns with the whole prompt and completion for each batch holding a masked rollout; evokit
+    drops that warning (the masked rollouts and their reasons are in rollouts.jsonl)."""
+    masked = [r for by in masking_runs["masked"].values() for r in by if r["masked"]]
+    assert masked and all(r["error"] for r in masked)
+    flood = [m for m in masking_runs["trl_log"] if "All reward functions returned None" in m]
+    assert not flood, flood[0][:300]
+
+
+def test_lora_trains_only_the_adapter(tmp_path, tokenizer, lineage):
+    """One GRPO step with LoRA (r = 4, PEFT): no weight of the base model changed, the LoRA B
+    matrices (PEFT starts them at 0) did, and the checkpoint is an adapter, not a full model."""
+    model = T.tiny_llama(tokenizer)
+    base = [(n, p, p.detach().clone()) for n, p in model.named_parameters()]
+    cfg = T.LLMTrainConfig(steps=1, lora_r=4, generation_kwargs=scripted_sampler(
+        tokenizer, (lineage[0] / "instruction.md").read_text()), **TINY)
+    trainer = T.train_llm(model, el_source(lineage), tmp_path, cfg, tokenizer=tokenizer, progress=False)
+    assert not [n for n, p, old in base if not torch.equal(p.detach(), old)]
+    lora_b = {n: p for n, p in trainer.model.named_parameters() if "lora_B" in n}
+    assert lora_b and any(p.detach().abs().sum() > 0 for p in lora_b.values())
+    assert all(p.requires_grad == ("lora_" in n) for n, p in trainer.model.named_parameters())
+    ck = tmp_path / "trl" / "checkpoint-1"
+    assert (ck / "adapter_model.safetensors").is_file() and (ck / "adapter_config.json").is_file()
+    assert not (ck / "model.safetensors").exists()
+    assert json.loads((ck / "adapter_config.json").read_text())["r"] == 4
 
 
 def test_el_state_follows_the_pass_rates_seen_in_trls_loop(tiny_run):
@@ -303,7 +335,9 @@ def test_config_refuses_bad_settings():
     for bad, match in [(dict(group_size=1), "group_size"), (dict(micro_batch=3), "micro_batch=3"),
                        (dict(generation="vllm"), "generation="), (dict(dtype="fp16"), "dtype="),
                        (dict(device="tpu"), "device="), (dict(generation="vllm-server"), "vllm_server_url"),
-                       (dict(vllm_gpu_memory_utilization=0.0), "vllm_gpu_memory_utilization")]:
+                       (dict(vllm_gpu_memory_utilization=0.0), "vllm_gpu_memory_utilization"),
+                       (dict(report_to="tensorboard,slack"), "report_to="), (dict(report_to="none,wandb"), "report_to="),
+                       (dict(lora_r=-1), "lora_r=-1")]:
         with pytest.raises(T.SetupError, match=match):
             T.LLMTrainConfig(**bad)
 

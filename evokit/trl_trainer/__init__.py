@@ -54,7 +54,10 @@ The modules, lowest first (each imports only those before it):
 * :mod:`.models` — offline models (GGUF, SmolLM2, a tiny Llama), chat templates for tool calls;
 * :mod:`.sources` — the :class:`Scheduler` that holds a task source for TRL's batches;
 * :mod:`.env` — the sandbox tool environment and the task reward;
-* :mod:`.trainer` — the ``GRPOTrainer`` subclass, its ``GRPOConfig``, building, training, resuming;
+* :mod:`.trainer` — the ``GRPOTrainer`` subclass, its ``GRPOConfig`` (LoRA through PEFT, trackers), building,
+  training, resuming;
+* :mod:`.config_file` — a run's settings from a YAML file (evokit's fields and ``GRPOConfig``'s);
+* :mod:`.harbor_adapter` — TRL's ``trl.experimental.harbor`` on evokit's sandbox (imported only by its users);
 * :mod:`.simulator` — reward-weighted SFT for GenEnv's LLM simulator.
 """
 

@@ -24,6 +24,10 @@ SYSTEM_PROMPT = (
 )
 
 
+#: the trackers TRL's ``report_to`` can send metrics to that evokit names (transformers knows more)
+REPORT_TO = frozenset({"none", "tensorboard", "wandb", "trackio", "mlflow"})
+
+
 class SetupError(UserError, ValueError):
     """The model, tokenizer, tasks or settings cannot train; the message says what to change."""
 
@@ -68,8 +72,20 @@ class LLMTrainConfig:
     workers: int = 16  # threads for sandbox starts and tests
     generation_kwargs: dict | None = None  # extra sampler settings passed to TRL (e.g. top_k, sequence_bias)
     cpu_threads: int | None = None  # torch threads on CPU (1 avoids OpenMP's spin-wait cliff on a busy host)
+    # where TRL's metrics also go (transformers' report_to): any of REPORT_TO; "none" keeps them in steps.jsonl only
+    report_to: tuple[str, ...] = ("none",)
+    # LoRA (Hu et al. 2021, arXiv:2106.09685) through PEFT: rank r of the update ΔW = BA; 0 trains every weight
+    lora_r: int = 0
+    lora_alpha: int | None = None  # scale α (ΔW is multiplied by α/r); None: 2r, PEFT's common choice
+    lora_dropout: float = 0.05
+    lora_target_modules: tuple[str, ...] = ("all-linear",)  # module names, or PEFT's "all-linear"
+    # further GRPOConfig fields, passed as they are (from a --config file); a field evokit sets is refused
+    grpo_args: dict | None = None
 
     def __post_init__(self):
+        for name in ("report_to", "lora_target_modules"):  # "a,b" (a flag's form) → ("a", "b")
+            if isinstance(value := getattr(self, name), str):
+                object.__setattr__(self, name, tuple(v.strip() for v in value.split(",") if v.strip()))
         if self.group_size < 2:
             raise SetupError(f"group_size (G) must be ≥ 2 for GRPO; got {self.group_size}")
         n = self.group_size * self.tasks_per_step
@@ -87,6 +103,14 @@ class LLMTrainConfig:
             raise SetupError("generation='vllm-server' needs vllm_server_url (start one with `trl vllm-serve --model DIR`)")
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
             raise SetupError(f"vllm_gpu_memory_utilization={self.vllm_gpu_memory_utilization} must be in (0, 1]")
+
+        if not self.report_to or not set(self.report_to) <= REPORT_TO or ("none" in self.report_to
+                                                                         and len(self.report_to) > 1):
+            raise SetupError(f"report_to={','.join(self.report_to)!r}: choose none or any of "
+                             f"{', '.join(sorted(REPORT_TO - {'none'}))} (comma-separated)")
+        if self.lora_r < 0 or not 0 <= self.lora_dropout < 1 or not self.lora_target_modules:
+            raise SetupError(f"lora_r={self.lora_r} must be ≥ 0 (0: no LoRA), lora_dropout={self.lora_dropout} in "
+                             f"[0, 1), lora_target_modules non-empty")
 
     def resolved_device(self) -> str:
         return ("cuda" if torch.cuda.is_available() else "cpu") if self.device == "auto" else self.device

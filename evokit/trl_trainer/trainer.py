@@ -102,13 +102,24 @@ def trainer_class():
     return EvokitGRPOTrainer
 
 
-def grpo_config(cfg: LLMTrainConfig, out: Path, *, progress: bool = False):
-    """TRL's ``GRPOConfig`` for ``cfg``, checkpoints under ``out/trl``.
+#: GRPOConfig fields evokit sets → the LLMTrainConfig field (or CLI option) that decides them; the
+#: others it sets are what its rows, resume and task scheduling rely on. A config file may set none.
+SET_BY = {"output_dir": "--out", "max_steps": "steps", "num_generations": "group_size",
+          "per_device_train_batch_size": "micro_batch", "gradient_accumulation_steps": "micro_batch",
+          "max_tool_calling_iterations": "max_turns", "save_steps": "save_steps",
+          "save_total_limit": "keep_checkpoints", "report_to": "report_to", "use_cpu": "device", "bf16": "dtype",
+          "activation_checkpointing": "gradient_checkpointing", "gradient_checkpointing": "gradient_checkpointing",
+          "use_vllm": "generation", "vllm_mode": "generation", "vllm_server_base_url": "vllm_server_url",
+          "disable_tqdm": "the CLI's progress bar"}
+
+
+def grpo_kwargs(cfg: LLMTrainConfig, out: Path, *, progress: bool = False) -> dict:
+    """The ``GRPOConfig`` fields evokit sets for ``cfg`` (checkpoints under ``out/trl``).
 
     One generation batch is one update: G × tasks_per_step rows, in micro-batches of
     ``micro_batch`` rows (gradient accumulation). TRL's ``bf16`` flag (autocast) is set only on
     CUDA, with bf16 weights or ``dtype="mixed"``; ``GRPOConfig``'s own default turns it on whenever fp16 is off, which on
-    CPU would mean bf16 autocast.
+    CPU would mean bf16 autocast. ``log_completions`` is off: the episodes are in ``rollouts.jsonl``.
     """
     from trl import GRPOConfig
 
@@ -122,18 +133,46 @@ def grpo_config(cfg: LLMTrainConfig, out: Path, *, progress: bool = False):
     # warns on the old name; TRL's default for it is True, so evokit sets it, by whichever name exists
     ckpt = "activation_checkpointing" if "activation_checkpointing" in GRPOConfig.__dataclass_fields__ else \
         "gradient_checkpointing"
-    return GRPOConfig(
+    return dict(
         output_dir=str(out / "trl"), max_steps=cfg.steps, num_generations=cfg.group_size,
         per_device_train_batch_size=micro, gradient_accumulation_steps=n // micro,
         learning_rate=cfg.learning_rate, beta=cfg.beta, temperature=cfg.temperature,
         max_completion_length=cfg.max_completion_length, max_tool_calling_iterations=cfg.max_turns,
         logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.keep_checkpoints,
-        report_to=[], seed=cfg.seed, shuffle_dataset=False, ignore_data_skip=True, dataloader_num_workers=0,
-        use_cpu=device == "cpu", bf16=cfg.autocast_bf16(), **{ckpt: cfg.gradient_checkpointing},
+        report_to=list(cfg.report_to), seed=cfg.seed, shuffle_dataset=False, ignore_data_skip=True,
+        dataloader_num_workers=0, use_cpu=device == "cpu", bf16=cfg.autocast_bf16(), **{ckpt: cfg.gradient_checkpointing},
         use_vllm=gen.startswith("vllm"), vllm_mode="server" if gen == "vllm-server" else "colocate",
         vllm_server_base_url=cfg.vllm_server_url, vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
         generation_kwargs=dict(cfg.generation_kwargs) if cfg.generation_kwargs else None,
         disable_tqdm=not progress, log_completions=False, save_only_model=False)
+
+
+def grpo_config(cfg: LLMTrainConfig, out: Path, *, progress: bool = False):
+    """TRL's ``GRPOConfig``: evokit's fields (:func:`grpo_kwargs`) plus ``cfg.grpo_args`` (SetupError
+    if one of those is a field evokit sets)."""
+    from trl import GRPOConfig
+
+    kwargs = grpo_kwargs(cfg, out, progress=progress)
+    extra = dict(cfg.grpo_args or {})
+    if clash := sorted(set(extra) & set(kwargs)):
+        raise SetupError("; ".join(f"{k}: evokit sets it (use {SET_BY[k]})" if k in SET_BY else
+                                   f"{k}: evokit sets it (its rows, resume or task scheduling rely on it)"
+                                   for k in clash))
+    return GRPOConfig(**kwargs, **extra)
+
+
+def peft_config(cfg: LLMTrainConfig):
+    """PEFT's ``LoraConfig`` for ``cfg.lora_r`` > 0 (TRL's ``peft_config``), else None (every weight trains)."""
+    if not cfg.lora_r:
+        return None
+    try:
+        from peft import LoraConfig
+    except ImportError:
+        raise SetupError("lora_r > 0 needs PEFT: pip install 'evokit[train]' (or pip install peft)") from None
+    targets = cfg.lora_target_modules
+    return LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha or 2 * cfg.lora_r, lora_dropout=cfg.lora_dropout,
+                      target_modules=targets[0] if targets == ("all-linear",) else list(targets),
+                      task_type="CAUSAL_LM")
 
 
 def _prompt_budget(tokenizer, model, cfg: LLMTrainConfig, tools) -> Callable[[str], str | None]:
@@ -197,12 +236,35 @@ def build_trainer(model, tokenizer, source, out: str | Path, cfg: LLMTrainConfig
     prompt = [{"role": "system", "content": cfg.system_prompt}, {"role": "user", "content": ""}]
     dataset = Dataset.from_dict({"prompt": [prompt] * n_groups, "slot": list(range(n_groups))})
     holder: list = []
+    quiet_masked_rollouts()
     trainer = trainer_class()(
-        model=model, reward_funcs=[make_task_reward(run)], args=args,
+        model=model, reward_funcs=[make_task_reward(run)], args=args, peft_config=peft_config(cfg),
         train_dataset=dataset, processing_class=tokenizer, environment_factory=lambda: SandboxToolEnv(run),
         callbacks=[rows_callback(out, holder)], scheduler=scheduler, run=run)
     holder.append(trainer)
     return trainer
+
+
+class _MaskedRolloutFilter:
+    """Drops TRL's "All reward functions returned None" warning.
+
+    TRL logs it, with the whole prompt and completion, for every batch that holds a masked rollout
+    (a ``None`` reward, ``trl/trainer/grpo_trainer.py``): with a long system prompt that is pages
+    per step. Which rollouts were masked and why is in ``rollouts.jsonl`` (``masked``, ``error``)
+    and ``steps.jsonl`` (``masked_share``).
+    """
+
+    def filter(self, record) -> bool:
+        return "All reward functions returned None" not in str(record.msg)  # accelerate prefixes "[RANK n] "
+
+
+def quiet_masked_rollouts() -> None:
+    """Install :class:`_MaskedRolloutFilter` on TRL's GRPO logger (once)."""
+    import logging
+
+    log = logging.getLogger("trl.trainer.grpo_trainer")
+    if not any(isinstance(f, _MaskedRolloutFilter) for f in log.filters):
+        log.addFilter(_MaskedRolloutFilter())
 
 
 def close(trainer) -> None:
