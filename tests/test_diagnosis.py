@@ -65,6 +65,8 @@ def test_a_shell_tests_own_verdict_line_beats_the_tail():
     out = "checking /app/out.txt\nFAIL: /app/out.txt has 3 lines, expected 4\n--- a\n+++ b\n@@ -1 +1 @@\n"
     assert explain_tests(0, out) == "test.sh exited 0; FAIL: /app/out.txt has 3 lines, expected 4"
     assert explain_tests(0, "one\ntwo\nthree\nfour\n") == "test.sh exited 0; two | three | four"
+    missing = "checking\n/tests/test.sh: line 4: jq: command not found\nwrote 0\ndone\nbye\n"
+    assert explain_tests(0, missing) == "test.sh exited 0; /tests/test.sh: line 4: jq: command not found"
 
 
 def test_silence_and_timeouts_and_size():

@@ -10,7 +10,8 @@ person would, in order of how precise the source is:
    ``E   …`` line under a failing test's traceback;
 3. unittest's output: the first ``FAIL:``/``ERROR:`` header and the exception line under it;
 4. a shell script's own verdict line: the first line that starts with ``FAIL``, ``ERROR`` or
-   ``error`` (how hand-written ``test.sh`` files say what is wrong);
+   ``error`` (how hand-written ``test.sh`` files say what is wrong), or the shell's own complaint
+   (``…: command not found``, ``…: No such file or directory``: a tool missing from the image);
 5. anything else: the last non-blank lines of ``test-stdout.txt``.
 
 The explanation is for people only: nothing the tests print ever decides a reward (the reward is
@@ -32,7 +33,7 @@ _PYTEST_E = re.compile(r"^E\s{2,}(\S.*)$")
 _PYTEST_COUNTS = re.compile(r"^=*\s*(\d+ (?:failed|passed|errors?)\b.*?) in [\d.]+s\b.*$")
 _UNITTEST_HEAD = re.compile(r"^(FAIL|ERROR): (\S+) \((\S+)\)")
 _EXCEPTION = re.compile(r"^\w*(?:Error|Exception|Failure)\b.*")
-_SHELL_VERDICT = re.compile(r"^(?:FAIL(?:ED)?|ERROR|[Ee]rror)\b|\berror:")
+_SHELL_VERDICT = re.compile(r"^(?:FAIL(?:ED)?|ERROR|[Ee]rror)\b|\berror:|: command not found$|: No such file or directory$")
 
 
 def _clip(text: str, limit: int = MAX_CHARS) -> str:
