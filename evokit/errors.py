@@ -26,6 +26,7 @@ class                                             branch       why
 ``evolve.baselines.BaselineError``                UserError    seeds or rollout records unfit for a baseline
 ``evolve.harness.ForeignSeedError``               UserError    a foreign seed task given without ``--model``
 ``lineage.StoreError``                            UserError    a store made with other parameters
+``llm.LLMBudgetSpent``                            Unavailable  the run's ``--max-calls`` budget is spent (exit 4)
 ``llm.LLMError``                                  Unavailable  the LLM endpoint failed, timed out or is absent
 ``llm.LLMReplyError``                             UserError    the configured model's replies are never usable
 ``local_llm.LocalModelUnavailable``               Unavailable  llama.cpp or the model file is missing

@@ -130,7 +130,7 @@ def call_line(rec: CallRecord) -> str:
 def print_call(rec: CallRecord) -> None:
     """An ``on_call`` hook: one line per request on stderr (a module function, so a client stays picklable),
     written through tqdm so that a progress bar on stderr is cleared first and redrawn below the line."""
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     tqdm.write(call_line(rec), file=sys.stderr)
 
