@@ -700,7 +700,7 @@ def test_evolve_stops_at_the_call_budget_and_a_rerun_continues(tmp_path, evokit_
         assert str(tmp_path / "store") in said[0]
         assert [r["kind"] for r in LineageStore(tmp_path / "store").records()].count("env") == 1
 
-        assert cli.main([*base, "--api-base", ep.api_base]) == 0
+        assert cli.main([*base, "--api-base", ep.api_base]) == 3  # it ends: every reply invalid, no child
     records = list(LineageStore(tmp_path / "store").records())
     assert [r["kind"] for r in records].count("env") == 1
     assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]
