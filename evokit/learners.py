@@ -501,38 +501,6 @@ def grpo_update(policy: SkillPolicy, optimizer: torch.optim.Optimizer, groups: S
     return metrics
 
 
-# ------------------------------------------------------------------- supervised fine-tuning
-def solution_targets(policy: SkillPolicy, tasks: Sequence[str | Path]):
-    """(scenario ids, goal features, reference skill ids) of every step of ``tasks``' reference solutions."""
-    sid, goals, skills = [], [], []
-    for t in tasks:
-        plan, _ = task_plan(t)
-        for st, g in zip(plan.steps, step_goals((Path(t) / "instruction.md").read_text(), len(plan)), strict=True):
-            sid.append(policy._scenario_id(st.scenario))
-            goals.append(goal_features(g, policy.config.n_features))
-            skills.append(policy._skill_id(st.skill))
-    return torch.tensor(sid), policy.features(goals), torch.tensor(skills)
-
-
-def fine_tune_on_solutions(policy: SkillPolicy, tasks: Sequence[str | Path], *, steps: int, lr: float) -> list[float]:
-    """Supervised fine-tuning on reference solutions (a reference solution is a successful trajectory).
-
-    Full-batch Adam on −mean log π(κ_ref | σ, g) over the steps of ``tasks``' reference solutions;
-    returns the losses. A stand-in for EE's step 0 (rejection-sampling fine-tuning); EE's training
-    studies now start from a data-pretrained solver instead (:mod:`evokit.studies.warm_start`).
-    """
-    sid, x, y = solution_targets(policy, tasks)
-    opt = torch.optim.Adam(policy.parameters(), lr=lr)
-    losses = []
-    for _ in range(steps):
-        loss = -torch.log_softmax(policy.logits(sid, x), dim=-1).gather(1, y[:, None]).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-    return losses
-
-
 def frozen_copy(policy: SkillPolicy) -> SkillPolicy:
     """A frozen copy (the KL reference π_ref)."""
     ref = copy.deepcopy(policy)
