@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 from evokit.plan import Plan, Step
 
 PARENT = Plan((Step("access-log", "topk-count", (("data", 1),)), Step("text-list", "count-records", (), 1)))
@@ -17,7 +20,29 @@ def item(pair: str, reads: bool = False, **other) -> dict:
 KEPT = [item("access-log/topk-count"), item("text-list/count-records", True)]  # the parent, unchanged
 
 
-class ScriptedEndpoint:
+class LocalEndpoint:
+    """A real HTTP server on 127.0.0.1 (a free port) for the length of a ``with`` block; a subclass
+    gives the request handler (:meth:`handler`), ``api_base`` is its OpenAI-style base URL."""
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self.handler())
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class ScriptedEndpoint(LocalEndpoint):
     """A real OpenAI-compatible HTTP endpoint on 127.0.0.1 that answers with a scripted sequence.
 
     For tests about the harness around a model (the CLI, the evolution loop, rollouts), not about a
@@ -29,15 +54,11 @@ class ScriptedEndpoint:
     """
 
     def __init__(self, replies: list):
-        import threading
-
         self.replies, self.requests = list(replies), []
         self._lock = threading.Lock()
 
-    def __enter__(self) -> ScriptedEndpoint:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         import json
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
         ep = self
 
@@ -76,15 +97,4 @@ class ScriptedEndpoint:
                     "usage": {"prompt_tokens": prompt, "completion_tokens": len(text) // 4,
                               "total_tokens": prompt + len(text) // 4}})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-        return self
-
-    @property
-    def api_base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return Handler

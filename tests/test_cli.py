@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from harbor.models.trajectories import Trajectory
-from llm_support import ScriptedEndpoint
+from llm_support import LocalEndpoint, ScriptedEndpoint
 from store_support import timeless_records
 
 from evokit import cli
@@ -442,7 +442,7 @@ def test_ctrl_c_stops_evolve_within_seconds_and_a_rerun_gives_the_uninterrupted_
     assert LineageStore(store).check() == []
 
 
-class StalledEndpoint:
+class StalledEndpoint(LocalEndpoint):
     """A real HTTP server on 127.0.0.1 that answers every POST after ``delay`` seconds with ``body``
     (200, application/json), noting for each request how long it held it and whether the client
     closed the connection first (a client that gives up must close it: that is how a server learns
@@ -451,10 +451,9 @@ class StalledEndpoint:
     def __init__(self, delay: float, body: bytes = b""):
         self.delay, self.body, self.requests = delay, body, []
 
-    def __enter__(self) -> StalledEndpoint:
+    def handler(self) -> type:
         import select
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         ep = self
 
@@ -478,17 +477,7 @@ class StalledEndpoint:
                     self.end_headers()
                     self.wfile.write(ep.body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    @property
-    def api_base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        return Handler
 
 
 @pytest.fixture(scope="module")
