@@ -36,7 +36,11 @@ Ray on a laptop or CI VM, offline (checked on 2 cores with ray 2.60):
 * Ray starts its processes with SIGINT blocked, so a terminal's Ctrl-C reaches only the driver:
   on KeyboardInterrupt the map force-cancels its running tasks (killing their workers) and then
   removes the sandboxes those workers held (:func:`evokit.sandbox.stale.clean`: their leases are
-  free once the workers are dead);
+  free once the workers are dead). A local instance is started with Ray's
+  ``kill_child_processes_on_worker_exit`` off: Ray would kill a worker's sandbox before the worker,
+  and the job, seeing its command end, could go on for a few lines (measured: 3 of 12 interrupted
+  maps wrote past the command). On a cluster, start Ray with
+  ``RAY_kill_child_processes_on_worker_exit=0`` for the same guarantee;
 * a new local instance takes 5–10 s to start on 2 cores (40 s measured on a loaded one); :meth:`RayExecutor.close` shuts down
   an instance that the executor started itself (Ray also does it at exit). Temp files go to
   ``/tmp/ray`` unless ``temp_dir`` is given; Ray 2.60 turns token authentication on and writes
@@ -710,7 +714,12 @@ class RayExecutor:
         if self.started:
             local = {}
             if not address:
-                local = {"num_cpus": workers, "object_store_memory": object_store_memory, "_temp_dir": temp_dir}
+                # Ray's force-cancel kills a worker's children before the worker itself, so a job
+                # whose sandbox was just killed could run on for a few lines (and write results)
+                # before its worker exits. Kept alive, the children die after the worker (bwrap's
+                # --die-with-parent), and the map then cleans their sandboxes.
+                local = {"num_cpus": workers, "object_store_memory": object_store_memory, "_temp_dir": temp_dir,
+                         "_system_config": {"kill_child_processes_on_worker_exit": False}}
             # A local instance's workers inherit this environment: with the driver's sys.path as
             # their PYTHONPATH they import what the driver imports (scripts, test modules), and
             # unlike runtime_env={"env_vars": ...} this keeps Ray's pre-started workers usable.
