@@ -7,9 +7,11 @@ therefore resolves its paths with :func:`at_root`, and :func:`evokit.plotting.sa
 :func:`repo_root` / ``figures``, so ``results/<notebook>/`` and ``figures/`` are the repository's
 wherever the kernel runs.
 
-The root is, in order: ``$EVOKIT_ROOT`` (for an installed evokit used outside its checkout), the
-nearest folder at or above the working directory whose ``pyproject.toml`` names the ``evokit``
-project (the checkout the notebook was opened in), then the checkout this package was imported from.
+The root is, in order: ``$EVOKIT_ROOT``, the nearest folder at or above the working directory whose
+``pyproject.toml`` names the ``evokit`` project (the checkout the notebook was opened in), else the
+working directory itself. A researcher who copies a notebook into their own project folder and opens
+it there gets ``results/`` and ``figures/`` beside it: never inside the checkout (or site-packages)
+evokit happens to be imported from, which they did not choose and may share with others.
 """
 
 from __future__ import annotations
@@ -31,27 +33,23 @@ def _is_checkout(folder: Path) -> bool:
 
 
 def repo_root(start: str | Path | None = None) -> Path:
-    """The evokit checkout that notebooks write into (see the module docstring for the order).
+    """The folder notebooks write ``results/`` and ``figures/`` into (see the module docstring for the order).
 
-    Raises ``ValueError`` (naming the variable to set) when ``$EVOKIT_ROOT`` is not a folder or no checkout
-    is found, rather than writing results somewhere unexpected.
+    Raises ``ValueError`` (naming the variable) when ``$EVOKIT_ROOT`` is not a folder, rather than
+    writing results somewhere unexpected.
     """
     env = os.environ.get(ROOT_VARIABLE)
     if env:
         root = Path(env).expanduser()
         if not root.is_dir():
-            raise ValueError(f"{ROOT_VARIABLE}={env!r} is not a folder; point it at the evokit checkout "
-                             "(the folder holding pyproject.toml, notebooks/ and results/) or unset it")
+            raise ValueError(f"{ROOT_VARIABLE}={env!r} is not a folder; point it at the folder where results/ "
+                             "and figures/ should go (an evokit checkout or your own project) or unset it")
         return root.resolve()
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         if _is_checkout(folder):
             return folder
-    package_checkout = Path(__file__).resolve().parent.parent
-    if _is_checkout(package_checkout):
-        return package_checkout
-    raise ValueError(f"no evokit checkout at or above {here} and evokit is installed outside one; "
-                     f"set {ROOT_VARIABLE} to the folder where results/ and figures/ should go")
+    return here
 
 
 def at_root(path: str | Path) -> Path:

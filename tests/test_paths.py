@@ -37,14 +37,27 @@ def test_root_found_above_the_working_directory(tmp_path, monkeypatch):
 
 
 def test_other_projects_pyproject_is_not_a_root(tmp_path, monkeypatch):
-    """A pyproject.toml of another project between the cwd and the checkout is skipped; outside any checkout
-    the checkout evokit was imported from is the root."""
-    other = tmp_path / "other"
+    """A pyproject.toml of another project between the cwd and a checkout is skipped."""
+    root = fake_checkout(tmp_path)
+    other = root / "other"
     other.mkdir()
     (other / "pyproject.toml").write_text('[project]\nname = "evokit-extras"\n')
     monkeypatch.delenv("EVOKIT_ROOT", raising=False)
     monkeypatch.chdir(other)
-    assert repo_root() == ROOT
+    assert repo_root() == root.resolve()
+
+
+def test_outside_any_checkout_the_working_folder_is_the_root(tmp_path, monkeypatch):
+    """A notebook copied into one's own project folder writes beside itself, not into the checkout
+    evokit was imported from."""
+    own = tmp_path / "my-project"
+    own.mkdir()
+    monkeypatch.delenv("EVOKIT_ROOT", raising=False)
+    monkeypatch.delenv("EVOKIT_FIGURES", raising=False)
+    monkeypatch.chdir(own)
+    assert repo_root() == own.resolve()
+    assert figures_dir() == own.resolve() / "figures"
+    assert not str(figures_dir()).startswith(str(ROOT))
 
 
 def test_override_and_its_error(tmp_path, monkeypatch):
