@@ -647,7 +647,7 @@ def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
                  lineage_id: Annotated[str | None, typer.Option("--lineage", help="one lineage only")] = None,
                  rejections: Annotated[bool, typer.Option("--rejections", help="also list the rejected attempts "
                                                           "(direction, cause, reasons)")] = False) -> None:
-    """One row per environment: generation, direction, D_T and its parts, mutation.
+    """One row per environment, grouped by lineage in generation order: direction, D_T and its parts, mutation.
 
     Example: evokit lineage show runs/store --rejections
     """
@@ -657,9 +657,7 @@ def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
     table = Table(title=f"lineages in {store}")
     for col in ("lineage", "g", "direction", "L", "D_T", "scenario", "skill", "mutation", "task"):
         table.add_column(col)
-    for e in st.envs():
-        if lineage_id and e.lineage != lineage_id:
-            continue
+    for e in (e for lid in ([lineage_id] if lineage_id else st.lineages()) for e in st.lineage(lid)):
         d, m = e.data.get("difficulty", {}), e.data.get("mutation") or {}
         table.add_row(e.lineage, str(e.generation), e.direction or "seed", str(int(d.get("length", 0))),
                       f"{d.get('total', 0):.1f}", f"{d.get('scenario_term', 0):+.1f}", f"{d.get('skill_term', 0):+.1f}",
@@ -670,7 +668,7 @@ def lineage_show(store: Annotated[Path, typer.Argument(help="a lineage store")],
         for col in ("lineage", "g", "direction", "cause"):
             rej.add_column(col, no_wrap=True)
         rej.add_column("reason")
-        for r in st.rejections(lineage_id):
+        for r in sorted(st.rejections(lineage_id), key=lambda r: (r.lineage, r.generation, r.k)):
             rej.add_row(r.lineage, str(r.generation) + (f".{r.k}" if r.k != 1 else ""), r.direction, r.cause,
                         escape(one_line("; ".join(r.reasons))))
         console.print(rej)

@@ -575,6 +575,24 @@ def test_evolve_records_the_hack_gate_and_no_hack_gate_keeps_its_own_store(tmp_p
     assert "other parameters" in capsys.readouterr().err
 
 
+def test_lineage_show_groups_rows_by_lineage_in_generation_order(tmp_path, evokit_seeds):
+    """Two lineages evolved side by side write their records interleaved; `lineage show` lists each
+    lineage's environments together, generation by generation (and --lineage only that one)."""
+    store = tmp_path / "store"
+    assert cli.main(["evolve", "--seeds", str(evokit_seeds), "--out", str(store), "--generations", "2",
+                     "--workers", "2", "--no-hack-gate"]) == 0
+    from evokit.lineage import LineageStore
+
+    written = [e.lineage for e in LineageStore(store).envs()]
+    shown = evokit("lineage", "show", str(store), env_columns=300)
+    rows = [line.split("│")[1:3] for line in shown.stdout.splitlines() if line.count("│") > 5]
+    rows = [(lid.strip(), int(g)) for lid, g in rows if g.strip().isdigit()]
+    assert len(rows) == len(written) and len(set(written)) == 2, shown.stdout
+    assert rows == sorted(rows), shown.stdout  # grouped by lineage, generations ascending
+    one = evokit("lineage", "show", str(store), "--lineage", rows[-1][0], env_columns=300)
+    assert rows[0][0] not in one.stdout and one.stdout.count(rows[-1][0]) >= 2, one.stdout
+
+
 def _command_paths() -> list[list[str]]:
     """Every command path of the CLI, groups included (the root is [])."""
     import typer
