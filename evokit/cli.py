@@ -568,7 +568,7 @@ def rollout(
     llm_retries: LLMRetries = 1,
     llm_concurrency: LLMConcurrency = 0,
 ) -> None:
-    """Run G rollouts of the LLM agent (evokit.agents.LLMAgent) on a task; print rewards, turns and tokens.
+    """Run G rollouts of the LLM agent (evokit.agents.LLMAgent) on a task; print rewards, turns, tokens, pass@k.
 
     Example: evokit rollout examples/tasks/files-organize --model M --api-base URL -n 4 --out rollouts.jsonl
     """
@@ -599,11 +599,26 @@ def rollout(
                       str(i.get("finish")), escape((r.error or "")[:80]) + (" (masked)" if r.masked else ""))
     console.print(table)
     scored = [r.reward for r in rollouts if r.reward is not None]
+    passes = _passes_at_k(scored)
+    if passes:
+        console.print(", ".join(f"pass@{k} {v:.3f}" for k, v in passes.items())
+                      + f"  ({len(scored)} scored rollout(s), {n - len(scored)} masked; reward 1 counts as a pass)")
     print(json.dumps({"task": task_dir.name, "rewards": [r.reward for r in rollouts],
                       "mean_reward": sum(scored) / len(scored) if scored else None,
+                      "pass_at_k": {str(k): v for k, v in passes.items()},
                       "turns": [r.info.get("model_turns", 0) for r in rollouts],
                       "completion_tokens": [r.info.get("completion_tokens", 0) for r in rollouts],
                       "masked": sum(r.masked for r in rollouts)}))
+
+
+def _passes_at_k(rewards: list[float]) -> dict[int, float]:
+    """Unbiased pass@k (:func:`evokit.stats.pass_at_k`) of one task's scored rollouts, for k = 1, 2,
+    4, … up to and including their number; a pass is a reward of 1 (the verifier's full score)."""
+    from evokit.stats import pass_at_k
+
+    n, c = len(rewards), sum(r >= 1.0 for r in rewards)
+    ks = sorted({*(2 ** i for i in range(n.bit_length()) if 2 ** i <= n), n} - {0})
+    return {k: pass_at_k(n, c, k) for k in ks}
 
 
 @app.command("export-traces")

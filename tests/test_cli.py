@@ -273,7 +273,7 @@ def test_verify_finds_tasks_recursively_and_counts(tmp_path):
 
 def test_rollout_and_export_traces(tmp_path):
     """`evokit rollout` runs G episodes of the LLM agent over a real HTTP endpoint (scripted replies: the
-    test is about the command, not the model) and prints rewards, turns and tokens; `evokit
+    test is about the command, not the model) and prints rewards, turns, tokens and pass@k; `evokit
     export-traces` turns the rows into Harbor-style SFT conversations, keeping only the solved one, and
     into ATIF trajectories that Harbor's own pydantic models accept."""
     task = ROOT / "examples" / "tasks" / "pipes-top-ips"
@@ -287,6 +287,8 @@ def test_rollout_and_export_traces(tmp_path):
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["rewards"] == [1.0, 0.0] and summary["turns"] == [2, 1] and summary["masked"] == 0
     assert all(t > 0 for t in summary["completion_tokens"])
+    assert summary["pass_at_k"] == {"1": 0.5, "2": 1.0}  # one of two passes: any pair holds it
+    assert "pass@1 0.500, pass@2 1.000" in out.stdout
     sft = tmp_path / "sft.jsonl"
     out = evokit("export-traces", str(rows), "--out", str(sft), "--min-reward", "1")
     assert out.returncode == 0, out.stderr
