@@ -385,12 +385,14 @@ def evolve(
     seed_dirs = _task_dirs([seeds])[:limit]
     if backend == "llm":
         from evokit.evolve.llm_roles import llm_backend
+        from evokit.evolve.llm_roles import max_calls as max_llm_calls
 
         client = _client(model, api_base, llm_timeout, llm_retries, llm_concurrency, max_calls, watch=True)
         if client is None:
             raise UserError("--backend llm needs --model (and --api-base for a local server: start one with "
                             "`evokit serve-llm`)")
         chosen = llm_backend(client)
+        client.planned_calls = max_llm_calls(cfg, lineages=len(seed_dirs))
     elif backend == "procedural":
         foreign = [d for d in seed_dirs if plan_of(d) is None]
         if foreign:

@@ -117,14 +117,29 @@ class CallRecord:
     completion_tokens: int
     seconds: float
     error: str | None = None  # the failure's one-line message
+    number: int = 0  # this client's n-th reported request (per process: each worker counts its own)
+    planned: int | None = None  # an upper bound on the run's requests (max_calls or planned_calls), if known
+    mean_seconds: float = 0.0  # mean seconds per request so far, this one included
 
 
 def call_line(rec: CallRecord) -> str:
     """The line :func:`print_call` writes, e.g. ``llm call: plan review, attempt 1: 812 + 143 tokens, 2.3 s``."""
-    head = f"llm call: {rec.what}, attempt {rec.attempt}: "
+    count = f" {rec.number}" if rec.number else ""
+    if rec.number and rec.planned:
+        count += f" of ≤ {rec.planned}"
+    head = f"llm call{count}: {rec.what}, attempt {rec.attempt}: "
     if rec.error is not None:
         return head + f"failed after {rec.seconds:.1f} s ({_clip(rec.error)[:160]})"
-    return head + f"{rec.prompt_tokens} + {rec.completion_tokens} tokens, {rec.seconds:.1f} s"
+    line = head + f"{rec.prompt_tokens} + {rec.completion_tokens} tokens, {rec.seconds:.1f} s"
+    if rec.number and rec.planned and rec.planned > rec.number:
+        left = (rec.planned - rec.number) * rec.mean_seconds
+        line += f"; ≤ {_duration(left)} left at {rec.mean_seconds:.1f} s per call"
+    return line
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h" if seconds >= 5400 else f"{seconds / 60:.0f} min" if seconds >= 90 \
+        else f"{seconds:.0f} s"
 
 
 def print_call(rec: CallRecord) -> None:
@@ -171,6 +186,9 @@ class LLMClient:
     concurrency: int | None = None  # requests in flight at once from this client; None: no cap
     max_calls: int | None = None  # requests this client may send (answered or failed); None: no cap
     on_call: Callable[[CallRecord], None] | None = None  # told of every request (module docstring)
+    #: An upper bound on the requests the run will send (e.g. :func:`evokit.evolve.llm_roles.max_calls`),
+    #: which turns ``on_call``'s records into an ETA: an upper bound too, at the mean pace so far.
+    planned_calls: int | None = None
     usage: Usage = field(default_factory=Usage)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -185,7 +203,8 @@ class LLMClient:
             raise ValueError(f"concurrency must be at least 1 (or None: no cap), not {self.concurrency}")
         if self.max_calls is not None and self.max_calls < 1:
             raise ValueError(f"max_calls must be at least 1 (or None: no cap), not {self.max_calls}")
-        self._sent = 0
+        self._sent = self._reported = 0
+        self._seconds = 0.0
         self._client = None
         self._litellm_seed: bool | None = None
         self._slots = threading.BoundedSemaphore(self.concurrency) if self.concurrency else contextlib.nullcontext()
@@ -239,8 +258,14 @@ class LLMClient:
     def _report(self, what: str, attempt: int, started: float, tokens: tuple[int, int] = (0, 0),
                 error: Exception | None = None) -> None:
         if self.on_call is not None:
-            self.on_call(CallRecord(what, attempt, *tokens, time.monotonic() - started,
-                                    None if error is None else str(error)))
+            seconds = time.monotonic() - started
+            with self._lock:
+                self._reported += 1
+                self._seconds += seconds
+                number, mean = self._reported, self._seconds / self._reported
+            bounds = [b for b in (self.max_calls, self.planned_calls) if b is not None]
+            self.on_call(CallRecord(what, attempt, *tokens, seconds, None if error is None else str(error),
+                                    number, min(bounds) if bounds else None, mean))
 
     def _count(self, usage) -> None:
         with self._lock:

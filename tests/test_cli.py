@@ -666,8 +666,8 @@ ROTATE = {"pair": "other", "other_scenario": "a log rotation shell script over a
 
 
 def test_extract_prints_a_line_per_llm_call_and_stops_at_the_call_budget(tmp_path):
-    """`evokit extract --write --max-calls 1` on two foreign tasks: one `llm call:` line per request on
-    stderr (what, attempt, tokens, seconds); the second task finds the budget spent: one line, exit 4,
+    """`evokit extract --write --max-calls 1` on two foreign tasks: one `llm call` line per request on
+    stderr (its number of at most the budget, what, attempt, tokens, seconds); the second task finds the budget spent: one line, exit 4,
     the first task's plan kept. The rerun asks only for the second (the first now reads from metadata)."""
     for src in (ETL, CORPUS / "log-rotate-fix"):
         shutil.copytree(src, tmp_path / "tasks" / src.name)
@@ -678,8 +678,9 @@ def test_extract_prints_a_line_per_llm_call_and_stops_at_the_call_budget(tmp_pat
         first = evokit(*args)
         assert first.returncode == 4, first.stderr
         assert len(ep.requests) == 1 and read_metadata(etl).plan and read_metadata(rotate) is None
-        calls = [line for line in first.stderr.splitlines() if line.startswith("llm call: ")]
-        assert len(calls) == 1 and f"plan extraction for {etl}, attempt 1: " in calls[0], first.stderr
+        calls = [line for line in first.stderr.splitlines() if line.startswith("llm call")]
+        assert len(calls) == 1 and calls[0].startswith("llm call 1 of ≤ 1: "), first.stderr  # the budget bounds it
+        assert f"plan extraction for {etl}, attempt 1: " in calls[0], first.stderr
         assert " tokens, " in calls[0] and calls[0].endswith(" s"), calls
         said = [line for line in first.stderr.splitlines() if line.startswith("evokit:")]
         assert len(said) == 1 and said[0].startswith("evokit: stopped: LLM call budget spent"), first.stderr
@@ -694,22 +695,30 @@ def test_extract_prints_a_line_per_llm_call_and_stops_at_the_call_budget(tmp_pat
 def test_evolve_stops_at_the_call_budget_and_a_rerun_continues(tmp_path, evokit_seeds, capsys):
     """`evokit evolve --backend llm --max-calls 2`: the proposer's third attempt finds the budget spent;
     the run stops with one line (exit 4) and its store holds the seed; the rerun without a budget goes
-    on from there to the same end a run without a stop reaches (the seed once, reasons on record)."""
+    on from there to the same end a run without a stop reaches (the seed once, reasons on record). Each
+    call line counts the calls against a ceiling (the budget, else the harness's bound) with an ETA."""
     base = ["evolve", "--seeds", str(evokit_seeds), "--limit", "1", "--out", str(tmp_path / "store"),
             "--backend", "llm", "--model", "m", "--generations", "1", "--workers", "1"]
     with ScriptedEndpoint(["this is not JSON at all"] * 100) as ep:
         assert cli.main([*base, "--api-base", ep.api_base, "--max-calls", "2"]) == 4
         err = capsys.readouterr().err.replace("\r", "\n")  # the progress bar redraws with \r
         assert len(ep.requests) == 2
-        calls = [line.split(": ")[1] for line in err.splitlines() if line.startswith("llm call: ")]
+        lines = [line for line in err.splitlines() if line.startswith("llm call")]
+        calls = [line.split(": ")[1] for line in lines]
         direction = calls[0].split()[0]
         assert calls == [f"{direction} edit, attempt 1", f"{direction} edit, attempt 2"], err
+        assert lines[0].startswith("llm call 1 of ≤ 2: ") and " left at " in lines[0], lines  # an ETA
+        assert lines[1].startswith("llm call 2 of ≤ 2: ") and " left at " not in lines[1], lines
         said = [line for line in err.splitlines() if line.startswith("evokit:")]
         assert len(said) == 1 and said[0].startswith("evokit: stopped: LLM call budget spent"), err
         assert str(tmp_path / "store") in said[0]
         assert [r["kind"] for r in LineageStore(tmp_path / "store").records()].count("env") == 1
 
         assert cli.main([*base, "--api-base", ep.api_base]) == 3  # it ends: every reply invalid, no child
+        err = capsys.readouterr().err.replace("\r", "\n")
+        # Without a budget the ceiling is the harness's: 3 directions × (3 review rounds × (proposal +
+        # review) + 3 modifications) × 3 asks each, plus 3 asks of plan extraction.
+        assert [line for line in err.splitlines() if line.startswith("llm call 1 of ≤ 84: ")], err
     records = list(LineageStore(tmp_path / "store").records())
     assert [r["kind"] for r in records].count("env") == 1
     assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]

@@ -40,7 +40,7 @@ from pathlib import Path
 from evokit.catalog import pairs
 from evokit.difficulty import Reference, catalog_reference, score
 from evokit.evolve.edits import DIRECTIONS, EFFORTS, MAX_PLAN, Edit
-from evokit.evolve.harness import Backend
+from evokit.evolve.harness import Backend, EvolveConfig
 from evokit.evolve.llm_plans import (
     DEFAULT_RUBRIC,
     DIRECTION_RULES,
@@ -205,3 +205,18 @@ def llm_backend(client: LLMClient, *, ref: Reference | None = None, retries: int
                    LLMModifier(client, ref, retries=retries, file_chars=file_chars, total_chars=total_chars),
                    usage=lambda: asdict(client.usage), seeded=True,
                    extract=lambda task_dir, seed: extract(task_dir, client, retries=retries, seed=seed))
+
+
+def max_calls(cfg: EvolveConfig, *, lineages: int, retries: int = 2) -> int:
+    """An upper bound on the requests :func:`llm_backend`'s roles send for ``lineages`` lineages of
+    ``cfg.generations`` generations: the ETA's denominator (``LLMClient.planned_calls``).
+
+    Per environment (``per_generation`` of them per generation) and direction tried: up to
+    ``review_rounds`` proposals and reviews and ``repair_budget + 1`` modifications, each re-asked up to
+    ``retries`` times after an invalid reply; plus one plan extraction per seed. Real runs send far
+    fewer (a direction accepted in its first round stops the generation), so the ETA is a ceiling.
+    """
+    asks = retries + 1
+    directions = 1 if cfg.direction else len(DIRECTIONS)
+    per_direction = cfg.review_rounds * 2 * asks + (cfg.repair_budget + 1) * asks
+    return lineages * (cfg.generations * cfg.per_generation * directions * per_direction + asks)
