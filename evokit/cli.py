@@ -361,6 +361,9 @@ def evolve(
     llm_retries: LLMRetries = 1,
     llm_concurrency: LLMConcurrency = 0,
     max_calls: LLMMaxCalls = None,
+    reasks: Annotated[int, typer.Option(help="times an LLM role re-asks after an invalid reply (fewer: "
+                                        "quicker generations, more rejections)")] = 2,
+    max_tokens: Annotated[int, typer.Option(help="completion tokens per LLM reply")] = 1024,
 ) -> None:
     """Evolve one lineage per seed; kill it any time and run the same command again to resume.
 
@@ -391,8 +394,11 @@ def evolve(
         if client is None:
             raise UserError("--backend llm needs --model (and --api-base for a local server: start one with "
                             "`evokit serve-llm`)")
-        chosen = llm_backend(client)
-        client.planned_calls = max_llm_calls(cfg, lineages=len(seed_dirs))
+        if reasks < 0 or max_tokens < 1:
+            raise UserError("--reasks must be 0 or more and --max-tokens at least 1")
+        client.max_tokens = max_tokens
+        chosen = llm_backend(client, retries=reasks)
+        client.planned_calls = max_llm_calls(cfg, lineages=len(seed_dirs), retries=reasks)
     elif backend == "procedural":
         foreign = [d for d in seed_dirs if plan_of(d) is None]
         if foreign:

@@ -724,6 +724,21 @@ def test_evolve_stops_at_the_call_budget_and_a_rerun_continues(tmp_path, evokit_
     assert [r["reason"] for r in records if r["kind"] == "end"] == ["every direction failed (see the reject records)"]
 
 
+def test_evolve_reasks_and_max_tokens_bound_a_quick_plumbing_run(tmp_path, evokit_seeds, capsys):
+    """`--direction length --reasks 0 --max-tokens 64`: each role asks once, so a model that never
+    answers with JSON costs 3 proposal requests (the review rounds) and the ceiling is 10 (3 rounds of
+    proposal and review, 3 modifications, 1 extraction); every request asks for at most 64 tokens."""
+    with ScriptedEndpoint(["this is not JSON at all"] * 100) as ep:
+        code = cli.main(["evolve", "--seeds", str(evokit_seeds), "--limit", "1", "--out", str(tmp_path / "s"),
+                         "--backend", "llm", "--model", "m", "--api-base", ep.api_base, "--generations", "1",
+                         "--workers", "1", "--direction", "length", "--reasks", "0", "--max-tokens", "64"])
+        err = capsys.readouterr().err.replace("\r", "\n")
+    assert code == 3 and len(ep.requests) == 3, err
+    assert all(r["max_tokens"] == 64 for r in ep.requests)
+    lines = [line for line in err.splitlines() if line.startswith("llm call")]
+    assert [line.split(":")[0] for line in lines] == [f"llm call {i} of ≤ 10" for i in (1, 2, 3)], err
+
+
 def test_extract_warns_when_the_model_plan_does_not_fit_the_task(tmp_path):
     """A model that answers a log-rotation task with a FASTA plan and a JSON-events plan: both pass the
     reply's validation (catalog pair, free text), neither names data the task has; `evokit extract
