@@ -219,7 +219,7 @@ def run(
     sandbox: Annotated[str | None, typer.Option(help="sandbox backend: local, docker or a plug-in's name "
                                                      "[default: $EVOKIT_SANDBOX, else local]")] = None,
 ) -> None:
-    """Run one trial of a task in the local sandbox and print its reward.
+    """Run one trial of a task in a sandbox (local unless --sandbox or $EVOKIT_SANDBOX) and print its reward.
 
     Example: evokit run examples/tasks/files-organize --agent nop
     """
