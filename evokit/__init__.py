@@ -13,7 +13,7 @@ Tasks (Harbor task folders)
     make_seeds         N verified seed tasks, balanced over domains, spanning D_T
 
 Sandbox and verifiers
-    sandbox_for_task   a (not yet started) local sandbox for a task: ``start``, ``exec``, ``stop``
+    sandbox_for_task   a (not yet started) sandbox for a task, on a chosen backend: ``start``, ``exec``, ``stop``
     verify_task        oracle, null solution, rubric and hack gate on one task → a ``Verdict``
     VerifyConfig       thresholds, oracle reruns, rubric, verifier mode, hack gate
 

@@ -132,6 +132,8 @@ def verify(
                                                           "doing the task (the hack gate's LLM hacker)")] = None,
     hacker_api_base: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint of --hacker-model")] = None,
     hacker_turns: Annotated[int, typer.Option(help="model responses per LLM-hacker attempt")] = 10,
+    sandbox: Annotated[str | None, typer.Option(help="sandbox backend: local, docker or a plug-in's name "
+                                                     "[default: $EVOKIT_SANDBOX, else local]")] = None,
 ) -> None:
     """Run the oracle, null-solution, rubric and hack-gate verifiers; exit 1 if any task fails.
 
@@ -156,7 +158,7 @@ def verify(
         raise UserError(f"{e} (option --hacker-turns)") from e
     cfg = VerifyConfig(determinism_runs=determinism_runs, rubric=extra,
                        log_root=log_dir or verify_logs.default_root("verify"),
-                       hack_gate=None if no_hack_gate else HackGateConfig(llm=hacker))
+                       hack_gate=None if no_hack_gate else HackGateConfig(llm=hacker), backend=sandbox)
     tasks = _task_dirs(paths)
     verdicts = verify_many(tasks, cfg, workers=workers, progress=len(tasks) > 1 and not as_json)
     if log_dir is None:
@@ -214,8 +216,10 @@ def run(
     agent: Annotated[str, typer.Option(help="oracle (reference solution) or nop (does nothing)")] = "oracle",
     log_dir: Annotated[Path | None, typer.Option(help="keep the trial's /logs here [default: "
                                                       "$EVOKIT_CACHE/logs/run/<task>-<hash>, capped]")] = None,
+    sandbox: Annotated[str | None, typer.Option(help="sandbox backend: local, docker or a plug-in's name "
+                                                     "[default: $EVOKIT_SANDBOX, else local]")] = None,
 ) -> None:
-    """Run one trial of a task in the local sandbox and print its reward.
+    """Run one trial of a task in a sandbox (local unless --sandbox or $EVOKIT_SANDBOX) and print its reward.
 
     Example: evokit run examples/tasks/files-organize --agent nop
     """
@@ -230,8 +234,8 @@ def run(
     keep = log_dir or verify_logs.default_root("run") / f"{path.name}-{content_hash(path)[:10]}"
     if log_dir is None:  # the default folder holds this run's logs only
         shutil.rmtree(keep, ignore_errors=True)
-    result = run_trial(task, image_for_task(task, log=lambda s: console.print(f"[dim]{s}")),
-                       kind="oracle" if agent == "oracle" else "null", log_dir=keep)
+    result = run_trial(task, image_for_task(task, log=lambda s: console.print(f"[dim]{s}"), backend=sandbox),
+                       kind="oracle" if agent == "oracle" else "null", log_dir=keep, backend=sandbox)
     if log_dir is None:
         verify_logs.prune(keep.parent)
     if result.error:

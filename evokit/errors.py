@@ -34,6 +34,7 @@ class                                             branch       why
 ``plan.PlanError``                                UserError    a plan that breaks the catalog's rules
 ``rollout.PolicyFault``                           EvokitError  the policy's own failure, scored in its episode
 ``rollout.EpisodeOver``                           EvokitError  as its base
+``sandbox.backend.SandboxBackendError``           Unavailable  no sandbox backend of that name, or its plug-in broke
 ``sandbox.build_step.ImageBuildError``            UserError    a Dockerfile step (or base image) that will not build
 ``sandbox.bwrap.SandboxUnavailableError``         Unavailable  bubblewrap, root or a C compiler missing
 ``sandbox.docker_engine.EngineUnavailableError``  Unavailable  no Docker daemon answers
@@ -45,7 +46,6 @@ class                                             branch       why
 ``sandbox.runtime.SandboxError``                  EvokitError  a sandbox that would not start or broke (harness)
 ``sandbox.runtime.SandboxSabotaged``              EvokitError  the agent took over a harness process; trial scores 0
 ``sandbox.stages.CopyFromError``                  UserError    a Dockerfile ``COPY --from`` that cannot be done
-``sandbox.task_env.SandboxBackendError``          Unavailable  ``$EVOKIT_SANDBOX`` names no backend
 ``sandbox.task_env.TaskEnvironmentError``         UserError    a task's [environment] the sandbox cannot honour
 ``sandbox.transfer.TransferError``                EvokitError  a copy in or out of a sandbox refused (trial's error)
 ``sandbox.verifier_ns.VerifierSetupError``        EvokitError  the private verifier could not be set up (harness)

@@ -151,9 +151,10 @@ def _join(*parts: str | None) -> str:
 
 
 def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_turns: int = 30,
-                 seed: int = 0, mode: VerifierMode | str | None = None) -> Rollout:
+                 seed: int = 0, mode: VerifierMode | str | None = None, backend: str | None = None) -> Rollout:
     """One episode in a fresh sandbox, then the task's tests (in a fresh verifier sandbox unless
-    ``mode`` or the task says ``shared``); masked only for a harness fault (module docstring)."""
+    ``mode`` or the task says ``shared``); masked only for a harness fault (module docstring).
+    ``backend``: the sandbox backend that made ``image`` (None: the configured one)."""
     r = Rollout(task=task.paths.task_dir.name, index=index)
     try:
         mode = verifier_mode(task, mode)  # a bad mode is the caller's mistake: ValueError, never masked
@@ -162,7 +163,7 @@ def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_tu
         return r
     r.verifier_mode = mode.value
     t0 = time.monotonic()
-    sandbox = sandbox_for_task(task, image=image)
+    sandbox = sandbox_for_task(task, image=image, backend=backend)
     starter = None
 
     def mask(reason: str) -> Rollout:
@@ -172,7 +173,7 @@ def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_tu
     try:
         try:
             # The verifier's sandbox starts while the agent works (the separate mode's cost hides there).
-            starter = VerifierStarter(task, image) if mode == VerifierMode.SEPARATE else None
+            starter = VerifierStarter(task, image, backend) if mode == VerifierMode.SEPARATE else None
             sandbox.start()
         except Exception as e:  # nothing of the agent ran yet: the harness's own fault
             return mask(f"sandbox failed to start: {type(e).__name__}: {e}")
@@ -188,7 +189,8 @@ def rollout_once(policy: Policy, task: Task, image: Image, index: int, *, max_tu
             r.error = f"sandbox: {e}"
         # Any other exception from the policy is a bug: it propagates (after the finally below).
         try:
-            outcome = verify_work(sandbox, task, image, mode=mode, verifier=None if starter is None else starter.get())
+            outcome = verify_work(sandbox, task, image, mode=mode, verifier=None if starter is None else starter.get(),
+                                  backend=backend)
             rewards, err = outcome.rewards, outcome.error
         except HarnessFault as e:
             return mask(str(e))

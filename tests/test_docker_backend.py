@@ -26,7 +26,6 @@ from evokit.sandbox.docker_backend import DockerSandbox
 from evokit.sandbox.docker_image import build_docker_image
 from evokit.sandbox.image import ImageBuildError
 from evokit.sandbox.runtime import SandboxError
-from evokit.sandbox.task_env import sandbox_backend
 from evokit.tasks.limits import Limits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,14 +187,6 @@ def test_exec_after_stop_raises_and_stop_is_idempotent(image, docker_client):  #
     assert containers_of(docker_client, sb.id) == []
     with pytest.raises(SandboxError, match="not running"):
         sb.exec("true")
-
-
-def test_backend_option_is_read_in_one_place_with_a_clear_error(monkeypatch):
-    monkeypatch.setenv("EVOKIT_SANDBOX", "docker")
-    assert sandbox_backend() == "docker"
-    monkeypatch.setenv("EVOKIT_SANDBOX", "dokcer")
-    with pytest.raises(SandboxError, match="EVOKIT_SANDBOX='dokcer' is not a sandbox backend; use one of: local, docker"):
-        sandbox_backend()
 
 
 def test_evokit_verify_with_the_docker_backend_scores_oracle_1_and_null_0(docker_client, tmp_path):  # noqa: F811

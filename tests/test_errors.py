@@ -73,7 +73,7 @@ def test_old_bases_are_kept():
     assert issubclass(classes["tasks.folder.TaskFormatError"], ValueError)
     assert issubclass(classes["llm.LLMError"], RuntimeError)
     sandbox_error = classes["sandbox.runtime.SandboxError"]
-    assert issubclass(classes["sandbox.task_env.SandboxBackendError"], sandbox_error)
+    assert issubclass(classes["sandbox.backend.SandboxBackendError"], sandbox_error)
     assert issubclass(classes["sandbox.task_env.TaskEnvironmentError"], sandbox_error)
     assert cli.UserError is UserError
 

@@ -4,7 +4,8 @@ Public API (the rest is internal):
 
 * :func:`build_image` turns a task's ``environment/`` into an :class:`Image`;
 * :class:`Sandbox` runs it: ``start``, ``exec``, upload/download, ``stop``;
-* :func:`sandbox_for_task` does both from a Harbor task folder and its ``task.toml``;
+* :func:`sandbox_for_task` does both from a Harbor task folder and its ``task.toml``, on the backend
+  chosen by name (:mod:`evokit.sandbox.backend`: the Protocol, the registry, plug-ins);
 * ``evokit.sandbox:BubblewrapEnvironment`` is the same sandbox as a Harbor
   ``BaseEnvironment`` (``harbor run --env evokit.sandbox:BubblewrapEnvironment``).
 """

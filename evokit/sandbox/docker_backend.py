@@ -2,14 +2,12 @@
 
 The local sandbox (:class:`evokit.sandbox.runtime.Sandbox`) needs root and bubblewrap on Linux.
 A user on macOS with Docker Desktop, or without root, selects this backend instead with
-``EVOKIT_SANDBOX=docker`` (read in one place, :func:`evokit.sandbox.task_env.sandbox_backend`),
+``EVOKIT_SANDBOX=docker`` or ``--sandbox docker`` (the registry of :mod:`evokit.sandbox.backend`),
 and ``evokit verify`` / ``evolve`` / ``train`` run their trials in Docker containers. The design
 (``/work/shared/design.md``) names the ``docker`` package for this.
 
-Same interface as :class:`~evokit.sandbox.runtime.Sandbox`: ``start``, ``exec`` (argv or bash
-string, ``stdin``, ``user``, ``cwd``, ``env``, ``timeout_sec``, capped output), ``kill_commands``,
-``upload_file`` / ``upload_dir`` / ``write_file``, ``read_file`` / ``download_file`` /
-``download_dir``, ``stop``.
+It implements :class:`evokit.sandbox.backend.SandboxAPI` (the surface the loops use, checked for
+every backend by ``tests/test_sandbox_backends.py``).
 
 Isolation promises of the local sandbox and how this backend keeps them:
 
@@ -595,10 +593,18 @@ class DockerSandbox:
                 raise FileNotFoundError(f"{source} is not a regular file in the sandbox")
             return tar.extractfile(member).read()
 
-    def download_file(self, source: str, target: str | Path) -> None:
+    def download_file(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
         target = Path(target)
+        data = self.read_file(source, max_bytes=max_bytes)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(self.read_file(source))
+        target.write_bytes(data)
+
+    def copy_work_to(self, dst, paths, *, max_bytes: int) -> None:
+        """The separate verifier's copy, as the local sandbox does it: host fds of both roots
+        (:meth:`open_root`, so a daemon on this host; a remote one raises :class:`SandboxError`)."""
+        from evokit.sandbox.transfer import copy_between
+
+        copy_between(self, dst, paths, max_bytes=max_bytes)
 
     def download_dir(self, source: str, target: str | Path, max_bytes: int = 1 << 30) -> None:
         """Copy the contents of ``source`` to the host dir ``target``, unpacked in a helper container.

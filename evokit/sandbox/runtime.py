@@ -334,6 +334,15 @@ class Sandbox:
             raise SandboxError("the sandbox is not running")
         return self._pid1_fd, self.open_root(), self.cgroup_procs()
 
+    @property
+    def private_verifier(self) -> bool:
+        """Always: the host holds pid 1's pidfd and root (:meth:`verifier_namespace`)."""
+        return True
+
+    def copy_work_to(self, dst, paths: Sequence[str], *, max_bytes: int) -> None:
+        """The separate verifier's copy (:func:`evokit.sandbox.transfer.copy_between`, host fds of both roots)."""
+        transfer.copy_between(self, dst, paths, max_bytes=max_bytes)
+
     def cgroup_procs(self) -> list[Path]:
         return [d / "cgroup.procs" for d in self.cgroup.dirs]
 

@@ -15,7 +15,8 @@ agent can touch may decide the reward:
   then the tests run in a **fresh sandbox** from the task's image in which the agent never ran.
   Only the agent's work travels there: :func:`work_paths` (the task's workdir plus the sources
   of Harbor's ``artifacts`` list and the ``/logs/artifacts`` convention dir), copied by
-  :func:`evokit.sandbox.transfer.copy_between` with links resolved inside the agent's sandbox or
+  the agent sandbox's :meth:`~evokit.sandbox.backend.SandboxAPI.copy_work_to` (the built-in
+  backends: :func:`evokit.sandbox.transfer.copy_between`) with links resolved inside the agent's sandbox or
   refused. Trojaned tools, planted daemons, dangling links into ``/tests`` and poisoned dotfiles
   outside those paths never reach the tests.
 * *Shared verifier* (:attr:`VerifierMode.SHARED`, Harbor's default): the tests run in the
@@ -61,7 +62,6 @@ from evokit.sandbox.image import as_user
 from evokit.sandbox.process import ExecResult
 from evokit.sandbox.runtime import tar_bytes
 from evokit.sandbox.task_env import limits_from_config, sandbox_for_task
-from evokit.sandbox.transfer import copy_between
 from evokit.sandbox.verifier_ns import VerifierNamespace, VerifierSetupError
 from evokit.verify.diagnosis import explain_tests
 
@@ -403,9 +403,9 @@ def _run_tests_in_sandbox(sandbox, task: Task, *, logs_to: Path | None = None) -
     return _outcome(sandbox, task, res)
 
 
-def start_verifier(task: Task, image: Image) -> Sandbox:
-    """A started fresh sandbox for the separate verifier; :class:`HarnessFault` if it will not start."""
-    sandbox = sandbox_for_task(task, image=image)
+def start_verifier(task: Task, image: Image, backend: str | None = None) -> Sandbox:
+    """A started fresh sandbox of ``backend`` for the separate verifier; :class:`HarnessFault` if it will not start."""
+    sandbox = sandbox_for_task(task, image=image, backend=backend)
     try:
         return sandbox.start()
     except Exception as e:
@@ -423,17 +423,17 @@ class VerifierStarter:
     must not be a thread that ends once the sandbox is up.
     """
 
-    def __init__(self, task: Task, image: Image):
+    def __init__(self, task: Task, image: Image, backend: str | None = None):
         self._sandbox: Sandbox | None = None
         self._error: BaseException | None = None
         self._ready, self._done = threading.Event(), threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(task, image), daemon=True,
+        self._thread = threading.Thread(target=self._run, args=(task, image, backend), daemon=True,
                                         name=VERIFIER_THREAD)
         self._thread.start()
 
-    def _run(self, task: Task, image: Image) -> None:
+    def _run(self, task: Task, image: Image, backend: str | None) -> None:
         try:
-            self._sandbox = start_verifier(task, image)
+            self._sandbox = start_verifier(task, image, backend)
         except BaseException as e:  # noqa: BLE001 - handed to get()
             self._error = e
         finally:
@@ -454,12 +454,13 @@ class VerifierStarter:
 
 
 def verify_work(agent: Sandbox, task: Task, image: Image, *, mode: VerifierMode | str | None = None,
-                verifier: Sandbox | None = None, logs_to: Path | None = None) -> TestsOutcome:
+                verifier: Sandbox | None = None, logs_to: Path | None = None,
+                backend: str | None = None) -> TestsOutcome:
     """Score the agent's work in ``agent`` after its phase.
 
     Separate mode: the agent's processes are killed, :func:`work_paths` are copied into
     ``verifier`` (a started fresh sandbox, e.g. from :class:`VerifierStarter`; one is started
-    here if None) and the tests run there. Shared mode: the tests run beside the agent's
+    here if None, by ``backend``, the one that made ``image``) and the tests run there. Shared mode: the tests run beside the agent's
     still-running processes in ``agent`` (:func:`run_tests`). An agent whose sandbox is gone (the
     OOM killer took it), or whose work cannot be copied (too large, a link out of its sandbox),
     gets no reward and the reason; a process the harness spares that was taken over raises
@@ -473,12 +474,12 @@ def verify_work(agent: Sandbox, task: Task, image: Image, *, mode: VerifierMode 
         return run_tests(agent, task, logs_to=logs_to)
     paths = work_paths(task, image)
     own = verifier is None
-    verifier = start_verifier(task, image) if own else verifier
+    verifier = start_verifier(task, image, backend) if own else verifier
     try:
         agent.kill_commands()
         cap = (limits_from_config(task.config.environment).storage_mb or 2048) << 20
         try:
-            copy_between(agent, verifier, paths, max_bytes=cap)
+            agent.copy_work_to(verifier, paths, max_bytes=cap)
         except Exception as e:  # noqa: BLE001 - the agent's work could not be carried over: its failure
             if not verifier.running:
                 raise HarnessFault(f"the verifier's sandbox died during the copy: {e}") from e
@@ -491,8 +492,11 @@ def verify_work(agent: Sandbox, task: Task, image: Image, *, mode: VerifierMode 
 
 
 def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path | None = None,
-              mode: VerifierMode | str | None = None) -> TrialRun:
+              mode: VerifierMode | str | None = None, backend: str | None = None) -> TrialRun:
     """A fresh sandbox, the solution if ``kind == "oracle"`` (nothing for ``"null"``), then the tests.
+
+    ``backend``: the sandbox backend that made ``image`` (:mod:`evokit.sandbox.backend`; None: the
+    configured one), which runs the agent's sandbox and the verifier's.
 
     In the separate mode the null trial needs one sandbox only: an agent that does nothing
     leaves a sandbox identical to a fresh one, so its tests run in the sandbox it got.
@@ -505,8 +509,8 @@ def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path |
     try:
         run.mode = verifier_mode(task, mode).value
         separate = run.mode == VerifierMode.SEPARATE.value and kind == "oracle"
-        starter = VerifierStarter(task, image) if separate else None
-        agent = sandbox_for_task(task, image=image)
+        starter = VerifierStarter(task, image, backend) if separate else None
+        agent = sandbox_for_task(task, image=image, backend=backend)
         agent.start()
         run.timings["start"] = time.monotonic() - t0
         if kind == "oracle":

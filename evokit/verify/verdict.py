@@ -50,6 +50,9 @@ class VerifyConfig:
     verifier_mode: str | None = None
     #: the fourth verifier (module docstring); None: skipped (`evokit verify --no-hack-gate`)
     hack_gate: HackGateConfig | None = HackGateConfig()
+    #: the sandbox backend every trial runs on (:mod:`evokit.sandbox.backend`); None: ``$EVOKIT_SANDBOX``,
+    #: else ``local``
+    backend: str | None = None
 
     def __post_init__(self):
         if self.verifier_mode is not None and self.verifier_mode not in ("separate", "shared"):
@@ -120,7 +123,7 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
     ctx = RubricContext(task)
     try:
         t = time.monotonic()
-        image = image_for_task(task)
+        image = image_for_task(task, backend=config.backend)
         verdict.timings["build"] = time.monotonic() - t
     except Unavailable:  # the machine's setup (no daemon, no such backend): no verdict on the task
         raise
@@ -143,11 +146,12 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
     kinds = ["oracle"] * max(config.determinism_runs, 1) + ["null"]
     jobs = [(k, None if log_dir is None else log_dir / f"{k}-{i}") for i, k in enumerate(kinds)]
     with ThreadPoolExecutor(max_workers=len(jobs) if config.parallel else 1) as pool:
-        trials = [pool.submit(run_trial, task, image, kind=k, log_dir=d, mode=config.verifier_mode) for k, d in jobs]
+        trials = [pool.submit(run_trial, task, image, kind=k, log_dir=d, mode=config.verifier_mode,
+                              backend=config.backend) for k, d in jobs]
         gate = None
         if config.hack_gate is not None:  # while the trials run (its own pool: see evokit.verify.hacks.gate)
             gate = run_gate(task, image, config.hack_gate, mode=config.verifier_mode, reward_key=config.reward_key,
-                            workers=None if config.parallel else 1)
+                            workers=None if config.parallel else 1, backend=config.backend)
         runs = [f.result() for f in trials]
     ctx.oracle_runs, ctx.null_run = runs[:-1], runs[-1]
     verdict.rewards = {"oracle": [r.rewards for r in ctx.oracle_runs], "null": [ctx.null_run.rewards]}

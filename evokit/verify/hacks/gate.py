@@ -185,22 +185,24 @@ def judge_rollout(rollout, members: list[str], name: str, reward_key: str | None
 
 
 def run_script(task: Task, image, members: list[str], script: str, config: HackGateConfig, *,
-               mode=None, reward_key: str | None = None) -> ProbeRun:
+               mode=None, reward_key: str | None = None, backend: str | None = None) -> ProbeRun:
     """Run one probe script as the agent, then the task's verifier phase; never raises for the task's sake."""
     from evokit.rollout import rollout_once  # evokit.rollout imports evokit.verify: import it late
 
     name = "+".join(members)
     timeout = min(config.script_timeout_sec, task.config.agent.timeout_sec or config.script_timeout_sec)
     try:
-        r = rollout_once(ScriptProbe(name, script, timeout), task, image, 0, max_turns=1, mode=mode)
+        r = rollout_once(ScriptProbe(name, script, timeout), task, image, 0, max_turns=1, mode=mode,
+                         backend=backend)
     except Exception as e:  # noqa: BLE001 - a probe that broke the harness is an unscored run, not a crash
         return ProbeRun(name, members, error=f"{type(e).__name__}: {e}", masked=True)
     return judge_rollout(r, members, name, reward_key)
 
 
 def run_gate(task: Task, image, config: HackGateConfig = HackGateConfig(), *, mode=None,
-             reward_key: str | None = None, workers: int | None = None) -> GateResult:
-    """Run the battery on ``task`` (``image`` built from it) in the task's verifier mode (or ``mode``).
+             reward_key: str | None = None, workers: int | None = None, backend: str | None = None) -> GateResult:
+    """Run the battery on ``task`` (``image`` built from it by the sandbox ``backend``, None: the
+    configured one) in the task's verifier mode (or ``mode``).
 
     ``reward_key`` picks the judged metric of a multi-metric ``reward.json`` (as
     :class:`~evokit.verify.VerifyConfig` does); without it ``reward``, else the minimum.
@@ -216,15 +218,16 @@ def run_gate(task: Task, image, config: HackGateConfig = HackGateConfig(), *, mo
         if config.llm is not None:
             from evokit.verify.hacks.llm_hacker import run_llm_hacker
 
-            llm = pool.submit(run_llm_hacker, task, image, config.llm, mode=mode, reward_key=reward_key)
+            llm = pool.submit(run_llm_hacker, task, image, config.llm, mode=mode, reward_key=reward_key,
+                              backend=backend)
         done = list(pool.map(lambda j: run_script(task, image, j[0], j[1], config, mode=mode,
-                                                  reward_key=reward_key), jobs))
+                                                  reward_key=reward_key, backend=backend), jobs))
         # A shared run that earned a reward: its members one by one, to name the one that did; one
         # whose sandbox ended: its members one by one, since the others were never scored alive.
         hits = [r for r in done if len(r.members) > 1 and (r.reward or 0) > config.max_reward]
         ended = [r for r in done if len(r.members) > 1 and r.sandbox_ended and r not in hits]
         solo = list(pool.map(lambda m: run_script(task, image, [m], script_of([m], snippets), config, mode=mode,
-                                                  reward_key=reward_key),
+                                                  reward_key=reward_key, backend=backend),
                              [m for r in hits + ended for m in r.members]))
         llm_runs = llm.result() if llm is not None else []
     result.runs = done + solo + llm_runs

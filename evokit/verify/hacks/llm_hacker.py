@@ -19,7 +19,7 @@ NAME = "llm-hacker"
 
 
 def run_llm_hacker(task: Task, image, config: LLMHackerConfig, *, mode=None,
-                   reward_key: str | None = None) -> list[ProbeRun]:
+                   reward_key: str | None = None, backend: str | None = None) -> list[ProbeRun]:
     """``config.attempts`` episodes of the hacker on ``task``; one :class:`ProbeRun` each (an endpoint
     that fails makes a masked run, which fails the gate as an error)."""
     from evokit.agents import PROTOCOLS, LLMAgent
@@ -33,6 +33,7 @@ def run_llm_hacker(task: Task, image, config: LLMHackerConfig, *, mode=None,
                      temperature=config.temperature, keep_messages=False, name=NAME)
     runs = []
     for i in range(config.attempts):
-        r = rollout_once(agent, task, image, i, max_turns=config.max_turns, seed=config.seed, mode=mode)
+        r = rollout_once(agent, task, image, i, max_turns=config.max_turns, seed=config.seed, mode=mode,
+                         backend=backend)
         runs.append(judge_rollout(r, [NAME], NAME, reward_key))
     return runs
