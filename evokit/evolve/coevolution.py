@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
-from evokit.curriculum import RandomState, random_init, random_sample
+from evokit.curriculum import RandomOrder, RandomState, store_envs
 from evokit.evolve.baselines import CoevolutionConfig, WeaknessBank, coevolve_round, update_bank
 from evokit.grpo import usable
 from evokit.learners import task_plan
 from evokit.lineage import LineageStore
-from evokit.sources import GroupResult, Run, TaskRef, register
+from evokit.sources import GroupResult, Run, register
 
 
 def split_budget(budget: int, rounds: int) -> tuple[int, ...]:
@@ -77,14 +77,11 @@ class Coevolution:
             store = LineageStore(self.store)
             coevolve_round(state.bank, self.seeds, store, n=self.sizes[r - 1], round_index=r,
                            seed=state.seed, config=self.config)
-            envs = [(e.lineage, e.generation, e.k) for e in store.envs()]
-            state = replace(state, rounds_made=r, order=random_init(envs, state.seed))
+            state = replace(state, rounds_made=r, order=RandomOrder(store_envs(store)).init(Run(1, state.seed)))
         if state.order is None:
             raise ValueError("coevolution: no round has been synthesised (every slot was rejected?)")
-        order, ids = random_sample(state.order, n, rng)
-        store = LineageStore(self.store)
-        paths = {(e.lineage, e.generation, e.k): store.path(e) for e in store.envs()}
-        return replace(state, order=order), [TaskRef(i, paths[i]) for i in ids]
+        order, refs = RandomOrder(store_envs(self.store)).sample(state.order, rng, n)
+        return replace(state, order=order), refs
 
     def update(self, state: CoevolutionState, results: Sequence[GroupResult]) -> CoevolutionState:
         records = [{"plan": task_plan(r.ref.path)[0], "step_results": row["rewards"]}
