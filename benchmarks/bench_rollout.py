@@ -46,6 +46,7 @@ from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, grpo_upda
 from evokit.plan import RenderCache, compose  # noqa: E402
 from evokit.sandbox.process import SUBPROCESS_CLOCK  # noqa: E402
 from evokit.seeds import make_seeds, sample_plan, seed_dirs, seed_specs  # noqa: E402
+from evokit.sources import Run  # noqa: E402
 
 
 def three_step_task(root: Path) -> Path:
@@ -65,13 +66,13 @@ def group_and_update(policy: SkillPolicy, opt, task: Path, *, workers: int, seed
 
 def scheduler_step_seconds(n_lineages: int = 500, generations: int = 15, batch: int = 8, steps: int = 200) -> float:
     """Mean seconds of one step of EL scheduling: sample ``batch`` envs, apply their pass rates."""
-    sizes = {f"L{i:03d}": [0] + [1] * generations for i in range(n_lineages)}
-    state, rng = C.el_init(sizes), np.random.default_rng(0)
+    el = C.EL(tuple(C.EnvRow(f"L{i:03d}", g, 1) for i in range(n_lineages) for g in range(1, generations + 1)))
+    state, rng = el.init(Run(batch)), np.random.default_rng(0)
     t0 = time.monotonic()
     for _ in range(steps):
-        state, envs = C.el_sample(state, rng, batch)
+        state, envs = el.draw(state, rng, batch)
         for env in envs:
-            state = C.el_update(state, env[0], float(rng.random()), at=(env[1], env[2]))
+            state = el.feed(state, env, float(rng.random()))
     return (time.monotonic() - t0) / steps
 
 

@@ -54,12 +54,12 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from typing import Any
 
 from evokit.errors import EvokitError
 from evokit.llm import ChatReply, LLMClient, LLMError, ToolCall, parse_json, prompt
 from evokit.rollout import Episode, PolicyFault, Turn
+from evokit.verify.trial import SOLVE_SH, run_solution, solution_output
 
 BASH_TOOL = {
     "type": "function",
@@ -284,22 +284,18 @@ class LLMAgent:
 
 
 class OracleAgent:
-    """Runs the task's reference solution as one turn: ``solution/`` is uploaded to /solution and
-    ``solve.sh`` runs with ``[solution].env`` (Harbor's oracle agent, as one episode command).
-
-    Unlike Harbor's oracle it runs as the sandbox's default user, not ``[agent].user``.
-    """
+    """Runs the task's reference solution as one turn, through :func:`evokit.verify.trial.run_solution`
+    (Harbor's oracle agent: ``solve.sh`` as ``[agent].user``, its output in
+    ``/logs/agent/oracle.txt``, which the turn records), within the episode's time."""
 
     name = "oracle"
 
     def run_episode(self, episode: Episode) -> None:
         task = episode.task
-        episode.sandbox.upload_dir(task.paths.solution_dir, "/solution")
-        env = {"DEBIAN_FRONTEND": "noninteractive", **task.config.solution.env}
-        assign = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in env.items())
+        timeout = episode.timeout(float(task.config.agent.timeout_sec or 600))
         episode.rollout.info.update(policy=self.name, finish="solution")
-        episode.run(f"[ -x /solution/solve.sh ] || chmod +x /solution/solve.sh; env {assign} /solution/solve.sh",
-                    timeout_sec=float(task.config.agent.timeout_sec or 600))
+        res = run_solution(episode.sandbox, task, timeout_sec=timeout)
+        episode.record(SOLVE_SH, res, output=solution_output(episode.sandbox, res))
 
 
 class NullAgent:

@@ -1,8 +1,10 @@
 """Which environment to train on next: EE's Evolution-Lineage scheduler and two baselines.
 
-jaxued's pattern (style.md): a scheduler is a frozen config plus a plain, printable state
-record; every call takes the state and returns a new one, so a notebook can print it and a
-test can walk every transition.
+jaxued's pattern (style.md): a scheduler is a frozen source (its environments and config) plus a
+plain, printable state record; every call takes the state and returns a new one, so a notebook
+can print it and a test can walk every transition. Each scheduler is one class: ``init`` makes the
+state, ``draw`` serves environment ids, ``feed`` applies one p̂, and the task-source protocol's
+``sample``/``update`` wrap those two.
 
 * **EL** (papers.md, "EE: Evolution-Lineage (EL) scheduler"). Lineage i serves one environment
   at a time, E_{i,g,k} (generation g, k-th of N_{i,g}). After B rollouts with pass rate p̂:
@@ -22,8 +24,8 @@ test can walk every transition.
      exceeds the number of active lineages, whole shuffled rounds are repeated).
   3. *Gaps.* A generation with N = 0 (a branch that ended there) ends the lineage; leading empty
      generations (a lineage given without its seed, :func:`lineage_envs`) are skipped at the start.
-  4. *Stale updates* (asynchronous training): ``el_update(..., at=(g, k))`` ignores a pass
-     rate measured on an environment the lineage has already left.
+  4. *Stale updates* (asynchronous training): :meth:`EL.feed` ignores a pass rate measured on an
+     environment the lineage has already left (or on its last one, once passed).
 * **Random order** (the paper's comparison): every call draws uniformly over all environments
   of all generations (≥ ``start_generation``) of all lineages, and pass rates change nothing.
 * **D_T order** (evokit's own baseline, not in either paper): environments sorted by the
@@ -79,7 +81,7 @@ class ELConfig:
         return next(s for s in range(group_size + 1) if self.passes(s / group_size))
 
 
-# ------------------------------------------------------------------------------------ EL
+# ----------------------------------------------------------------------------- the states
 @dataclass(frozen=True)
 class LineageCursor:
     """Where one lineage stands: its current environment (g, k), whether it is done, N_{i,g}."""
@@ -89,13 +91,23 @@ class LineageCursor:
     k: int
     done: bool
     sizes: tuple[int, ...]  # N_{i,g} for g = 0, 1, … (index = generation; 0 = the seed)
-    served: int = 0  # how often el_sample chose this lineage
+    served: int = 0  # how often EL's draws chose this lineage
     updates: int = 0  # pass rates received on this lineage
     last_pass_rate: float | None = None
 
     @property
     def env(self) -> EnvId:
         return (self.lineage, self.generation, self.k)
+
+    def moved(self, passed: bool) -> LineageCursor:
+        """One EL transition of a lineage: stay, next k, next generation, or end of lineage."""
+        if not passed:
+            return self
+        if self.k < self.sizes[self.generation]:
+            return dataclasses.replace(self, k=self.k + 1)
+        if _has(self.sizes, self.generation + 1):
+            return dataclasses.replace(self, generation=self.generation + 1, k=1)
+        return dataclasses.replace(self, done=True)  # keeps pointing at the last environment it passed
 
 
 @dataclass(frozen=True)
@@ -116,107 +128,14 @@ class ELState:
         return [dataclasses.asdict(c) for c in self.cursors]
 
 
-def _replace(state, cursor: LineageCursor):
-    return dataclasses.replace(state, cursors=tuple(cursor if c.lineage == cursor.lineage else c
-                                                    for c in state.cursors))
-
-
-def _has(sizes: Sequence[int], g: int) -> bool:
-    return 0 <= g < len(sizes) and sizes[g] > 0
-
-
-def el_init(sizes: Mapping[str, Sequence[int]], cfg: ELConfig = ELConfig()) -> ELState:
-    """Every lineage at (g₀, 1), g₀ its earliest generation ≥ start_generation (a lineage given without
-    its seed starts at generation 1); a lineage with none starts done."""
-    cursors = []
-    for lineage in sorted(sizes):
-        n = tuple(int(x) for x in sizes[lineage])
-        if any(x < 0 for x in n):
-            raise ValueError(f"lineage {lineage!r}: negative N in sizes {n}")
-        g = next((g for g in range(cfg.start_generation, len(n)) if n[g] > 0), cfg.start_generation)
-        cursors.append(LineageCursor(lineage, g, 1, done=not _has(n, g), sizes=n))
-    return ELState(cfg, tuple(cursors))
-
-
-def el_current(state: ELState) -> list[EnvId]:
-    """The current environment (lineage, g, k) of every active lineage."""
-    return [c.env for c in state.cursors if not c.done]
-
-
-def el_done(state: ELState) -> bool:
-    return all(c.done for c in state.cursors)
-
-
-def el_step(cursor: LineageCursor, passed: bool) -> LineageCursor:
-    """One EL transition of a lineage: stay, next k, next generation, or end of lineage."""
-    if not passed:
-        return cursor
-    if cursor.k < cursor.sizes[cursor.generation]:
-        return dataclasses.replace(cursor, k=cursor.k + 1)
-    if _has(cursor.sizes, cursor.generation + 1):
-        return dataclasses.replace(cursor, generation=cursor.generation + 1, k=1)
-    return dataclasses.replace(cursor, done=True)  # keeps pointing at the last environment it passed
-
-
-def el_update(state: ELState, lineage: str, pass_rate: float, at: tuple[int, int] | None = None) -> ELState:
-    """Apply p̂ measured on ``lineage``'s current environment (ignored if ``at`` names an older one)."""
-    c = state.cursor(lineage)
-    if at is not None and (c.done or tuple(at) != (c.generation, c.k)):
-        return state  # stale: measured on an environment this lineage has already left (or passed last)
-    if c.done:
-        raise ValueError(f"lineage {lineage!r} is done (passed its last environment {c.env}); "
-                         "pass at=(g, k) for asynchronous updates or stop serving it")
-    passed = state.config.passes(float(pass_rate))
-    c = dataclasses.replace(c, updates=c.updates + 1, last_pass_rate=float(pass_rate))
-    return _replace(state, el_step(c, passed))
-
-
-def _rounds(rng: np.random.Generator, m: int, n: int) -> list[int]:
-    """n indices in [0, m): shuffled rounds, so without replacement while n ≤ m."""
-    out: list[int] = []
-    while len(out) < n and m:
-        out += rng.permutation(m).tolist()
-    return out[:n]
-
-
-def el_sample(state: ELState, rng: np.random.Generator, n: int) -> tuple[ELState, list[EnvId]]:
-    """Serve ``n`` current environments of active lineages (uniform; distinct while possible)."""
-    active = [c for c in state.cursors if not c.done]
-    picks = [active[i] for i in _rounds(rng, len(active), n)]
-    counts: dict[str, int] = defaultdict(int)
-    for c in picks:
-        counts[c.lineage] += 1
-    cursors = tuple(dataclasses.replace(c, served=c.served + counts[c.lineage]) if counts[c.lineage] else c
-                    for c in state.cursors)
-    return dataclasses.replace(state, cursors=cursors), [c.env for c in picks]
-
-
-# -------------------------------------------------------------------------- random order
 @dataclass(frozen=True)
 class RandomState:
-    """Random order: all environments, a seed and a call counter (the draw of call t is seeded by (seed, t))."""
+    """Random order: all environments and how many draws were made."""
 
     envs: tuple[EnvId, ...]
-    seed: int
     step: int = 0
 
 
-def random_init(envs: Iterable[EnvId], seed: int) -> RandomState:
-    ids = tuple(sorted({(str(i), int(g), int(k)) for i, g, k in envs}))
-    if not ids:
-        raise ValueError("random_init: no environments")
-    return RandomState(ids, seed)
-
-
-def random_sample(state: RandomState, n: int, rng: np.random.Generator | None = None
-                  ) -> tuple[RandomState, list[EnvId]]:
-    """``n`` environments uniformly over all of them (distinct while n ≤ their number)."""
-    rng = rng if rng is not None else np.random.default_rng([state.seed, state.step])
-    picks = [state.envs[i] for i in _rounds(rng, len(state.envs), n)]
-    return dataclasses.replace(state, step=state.step + 1), picks
-
-
-# ------------------------------------------------------------------------------ D_T order
 @dataclass(frozen=True)
 class DTState:
     """D_T order: environments by ascending D_T; ``passed`` marks those that left the frontier."""
@@ -232,48 +151,16 @@ class DTState:
         return [i for i, p in enumerate(self.passed) if not p][: self.width]
 
 
-def dt_init(envs: Mapping[EnvId, float] | Iterable[tuple[EnvId, float]], cfg: ELConfig = ELConfig(),
-            width: int | None = None) -> DTState:
-    """Sort by D_T (ties by id); ``width`` defaults to the number of distinct lineages."""
-    items = list(envs.items()) if isinstance(envs, Mapping) else list(envs)
-    if not items:
-        raise ValueError("dt_init: no environments")
-    for env, d in items:
-        if d is None or not np.isfinite(d):
-            raise ValueError(f"dt_init: environment {env} has no finite D_T ({d!r}); D_T order needs one")
-    items.sort(key=lambda e: (float(e[1]), tuple(e[0])))
-    width = width if width is not None else len({e[0][0] for e in items})
-    if width < 1:
-        raise ValueError(f"dt_init: width must be ≥ 1; got {width}")
-    return DTState(cfg, tuple(tuple(e) for e, _ in items), tuple(float(d) for _, d in items),
-                   (False,) * len(items), width)
+def _has(sizes: Sequence[int], g: int) -> bool:
+    return 0 <= g < len(sizes) and sizes[g] > 0
 
 
-def dt_current(state: DTState) -> list[EnvId]:
-    return [state.order[i] for i in state.frontier()]
-
-
-def dt_sample(state: DTState, rng: np.random.Generator, n: int) -> tuple[DTState, list[EnvId]]:
-    front = dt_current(state)
-    return state, [front[i] for i in _rounds(rng, len(front), n)]
-
-
-def dt_update(state: DTState, env: EnvId, pass_rate: float) -> DTState:
-    """Retire ``env`` from the frontier when p̂ passes the τ rule (updates on retired envs are ignored)."""
-    env = tuple(env)
-    try:
-        i = state.order.index(env)
-    except ValueError:
-        raise KeyError(f"dt_update: unknown environment {env}") from None
-    if state.passed[i]:
-        return state
-    if i not in state.frontier():
-        raise ValueError(f"dt_update: {env} is not on the frontier (it was never served)")
-    if not state.config.passes(float(pass_rate)):
-        return state
-    passed = list(state.passed)
-    passed[i] = True
-    return dataclasses.replace(state, passed=tuple(passed))
+def _rounds(rng: np.random.Generator, m: int, n: int) -> list[int]:
+    """n indices in [0, m): shuffled rounds, so without replacement while n ≤ m."""
+    out: list[int] = []
+    while len(out) < n and m:
+        out += rng.permutation(m).tolist()
+    return out[:n]
 
 
 class EnvRow(NamedTuple):
@@ -375,7 +262,8 @@ def _checked(envs: Sequence[EnvRow], cfg: ELConfig) -> list[EnvRow]:
 
 @dataclass(frozen=True)
 class _OverEnvs:
-    """What EL, random and D_T order share as sources: environment rows in, TaskRefs out, p̂ fed one by one."""
+    """What EL, random and D_T order share as sources: environment rows in, TaskRefs out, p̂ fed one
+    by one. Each order's own rule is its ``draw`` (ids served) and ``feed`` (one p̂ applied)."""
 
     envs: tuple[EnvRow, ...]
     config: ELConfig = ELConfig()
@@ -393,23 +281,53 @@ class _OverEnvs:
 @register("el")
 @dataclass(frozen=True)
 class EL(_OverEnvs):
-    """EE's Evolution-Lineage scheduler as a task source."""
+    """EE's Evolution-Lineage scheduler as a task source (module docstring)."""
 
     name: ClassVar[str] = "el"
 
     def init(self, run: Run) -> ELState:
+        """Every lineage at (g₀, 1), g₀ its earliest generation ≥ start_generation (a lineage given
+        without its seed starts at generation 1); a lineage with none starts done."""
         if not self.envs:
             raise ValueError("a curriculum needs environments; the store or task list is empty")
-        return el_init(lineage_sizes(env_rows(self.envs)), self.config)
+        sizes = lineage_sizes(env_rows(self.envs))
+        cursors = []
+        for lineage in sorted(sizes):
+            n = tuple(sizes[lineage])
+            g = next((g for g in range(self.config.start_generation, len(n)) if n[g] > 0),
+                     self.config.start_generation)
+            cursors.append(LineageCursor(lineage, g, 1, done=not _has(n, g), sizes=n))
+        return ELState(self.config, tuple(cursors))
 
-    def draw(self, state: ELState, rng, n):
-        return el_sample(state, rng, n)
+    def current(self, state: ELState) -> list[EnvId]:
+        """The current environment (lineage, g, k) of every active lineage."""
+        return [c.env for c in state.cursors if not c.done]
+
+    def draw(self, state: ELState, rng: np.random.Generator, n: int) -> tuple[ELState, list[EnvId]]:
+        """Serve ``n`` current environments of active lineages (uniform; distinct while possible)."""
+        active = [c for c in state.cursors if not c.done]
+        picks = [active[i] for i in _rounds(rng, len(active), n)]
+        counts: dict[str, int] = defaultdict(int)
+        for c in picks:
+            counts[c.lineage] += 1
+        cursors = tuple(dataclasses.replace(c, served=c.served + counts[c.lineage]) if counts[c.lineage] else c
+                        for c in state.cursors)
+        return dataclasses.replace(state, cursors=cursors), [c.env for c in picks]
 
     def feed(self, state: ELState, env: EnvId, p: float) -> ELState:
-        return el_update(state, env[0], p, at=(env[1], env[2]))
+        """Apply p̂ measured on ``env``; ignored (stale, choice 4) unless ``env`` is its lineage's
+        current environment."""
+        lineage, g, k = env
+        c = state.cursor(lineage)
+        if c.done or (g, k) != (c.generation, c.k):
+            return state  # measured on an environment this lineage has already left (or passed last)
+        passed = state.config.passes(float(p))
+        c = dataclasses.replace(c, updates=c.updates + 1, last_pass_rate=float(p))
+        return dataclasses.replace(state, cursors=tuple(c.moved(passed) if x.lineage == lineage else x
+                                                        for x in state.cursors))
 
     def done(self, state: ELState) -> bool:
-        return el_done(state)
+        return all(c.done for c in state.cursors)
 
     def summary(self, state: ELState) -> dict:
         cs = state.cursors
@@ -427,10 +345,15 @@ class RandomOrder(_OverEnvs):
     name: ClassVar[str] = "random"
 
     def init(self, run: Run) -> RandomState:
-        return random_init([(r.lineage, r.generation, r.k) for r in _checked(self.envs, self.config)], run.seed)
+        ids = tuple(sorted({(r.lineage, r.generation, r.k) for r in _checked(self.envs, self.config)}))
+        if not ids:
+            raise ValueError("random order: no environments at generations ≥ start_generation")
+        return RandomState(ids)
 
-    def draw(self, state: RandomState, rng, n):
-        return random_sample(state, n, rng)
+    def draw(self, state: RandomState, rng: np.random.Generator, n: int) -> tuple[RandomState, list[EnvId]]:
+        """``n`` environments uniformly over all of them (distinct while n ≤ their number)."""
+        picks = [state.envs[i] for i in _rounds(rng, len(state.envs), n)]
+        return dataclasses.replace(state, step=state.step + 1), picks
 
     def feed(self, state: RandomState, env: EnvId, p: float) -> RandomState:
         return state
@@ -451,14 +374,44 @@ class DTOrder(_OverEnvs):
     name: ClassVar[str] = "dt"
 
     def init(self, run: Run) -> DTState:
-        kept = _checked(self.envs, self.config)
-        return dt_init([((r.lineage, r.generation, r.k), r.d_t) for r in kept], self.config, self.width)
+        """Sort by D_T (ties by id); every environment needs a finite one."""
+        items = [((r.lineage, r.generation, r.k), r.d_t) for r in _checked(self.envs, self.config)]
+        if not items:
+            raise ValueError("D_T order: no environments at generations ≥ start_generation")
+        for env, d in items:
+            if d is None or not np.isfinite(d):
+                raise ValueError(f"D_T order: environment {env} has no finite D_T ({d!r}); D_T order needs one")
+        items.sort(key=lambda e: (float(e[1]), e[0]))
+        width = self.width if self.width is not None else len({e[0][0] for e in items})
+        if width < 1:
+            raise ValueError(f"D_T order: width must be ≥ 1; got {width}")
+        return DTState(self.config, tuple(e for e, _ in items), tuple(float(d) for _, d in items),
+                       (False,) * len(items), width)
 
-    def draw(self, state: DTState, rng, n):
-        return dt_sample(state, rng, n)
+    def current(self, state: DTState) -> list[EnvId]:
+        """The frontier: the ``width`` easiest environments not yet passed."""
+        return [state.order[i] for i in state.frontier()]
+
+    def draw(self, state: DTState, rng: np.random.Generator, n: int) -> tuple[DTState, list[EnvId]]:
+        front = self.current(state)
+        return state, [front[i] for i in _rounds(rng, len(front), n)]
 
     def feed(self, state: DTState, env: EnvId, p: float) -> DTState:
-        return dt_update(state, env, p)
+        """Retire ``env`` from the frontier when p̂ passes the τ rule (updates on retired envs are ignored)."""
+        env = tuple(env)
+        try:
+            i = state.order.index(env)
+        except ValueError:
+            raise KeyError(f"D_T order: unknown environment {env}") from None
+        if state.passed[i]:
+            return state
+        if i not in state.frontier():
+            raise ValueError(f"D_T order: {env} is not on the frontier (it was never served)")
+        if not state.config.passes(float(p)):
+            return state
+        passed = list(state.passed)
+        passed[i] = True
+        return dataclasses.replace(state, passed=tuple(passed))
 
     def done(self, state: DTState) -> bool:
         return all(state.passed)

@@ -185,7 +185,7 @@ def _render_step(i: int, st: Step, seed: int, input_dataset: Dataset | None,
     params = dict(st.params)
     # Data are keyed by a per-step "data" id (default: the step's position), recorded in the plan,
     # so that an evolution edit that inserts steps keeps every old step's data. "data_seed" pins the
-    # seed of this step's data: a merged task (evokit.evolve.baselines) keeps the data each part had
+    # seed of this step's data: a merged task (evokit.evolve.ensemble) keeps the data each part had
     # under its own render seed.
     key = params.setdefault("data", i) if input_dataset is None else params.get("data", i)
     data_seed = params.get("data_seed", seed)

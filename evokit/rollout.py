@@ -9,7 +9,8 @@ second fresh sandbox started while it worked, and ``tests/test.sh`` runs there; 
 read out of band. The reward is the task's own.
 
 A policy is anything with ``run_episode(episode) -> None`` that drives an :class:`Episode`
-(:meth:`Episode.run` executes one command and records the turn).
+(:meth:`Episode.run` executes one command and records the turn; :meth:`Episode.record` records one
+the policy ran another way, as the oracle does).
 
 **Masking policy** (threat class: self-masking). A masked rollout is left out of the GRPO loss, so an
 agent that could mask its own failures would bias training. A rollout is masked only for a
@@ -46,6 +47,7 @@ from evokit.errors import EvokitError
 from evokit.llm import LLMError
 from evokit.rows import append_rows
 from evokit.sandbox import Image, Sandbox, SandboxError
+from evokit.sandbox.process import ExecResult
 from evokit.sandbox.task_env import image_for_task, sandbox_for_task
 from evokit.verify.trial import (
     HarnessFault,
@@ -118,12 +120,23 @@ class Episode:
         It runs as ``user``, by default the task's ``[agent].user`` (Harbor's rule; None: the
         image's ``USER``). A sandbox that is gone raises :class:`SandboxError`.
         """
-        if self.done:  # e.g. the deadline passed while the model was thinking: the agent's time
-            raise EpisodeOver("episode is over (turn or time budget spent)")
-        timeout = max(0.1, min(timeout_sec, self.deadline - time.monotonic()))
+        timeout = self.timeout(timeout_sec)
         user = self.task.config.agent.user if user is None else user
         res = self.sandbox.exec(command, timeout_sec=timeout, max_output_bytes=4 * OUTPUT_CHARS, user=user)
-        out = res.stdout + res.stderr
+        return self.record(command, res, tokens=tokens)
+
+    def timeout(self, seconds: float) -> float:
+        """The timeout of the next command: ``seconds`` cut to the episode's time left (at least
+        0.1 s); :class:`EpisodeOver` when its turn or time budget is spent."""
+        if self.done:  # e.g. the deadline passed while the model was thinking: the agent's time
+            raise EpisodeOver("episode is over (turn or time budget spent)")
+        return max(0.1, min(seconds, self.deadline - time.monotonic()))
+
+    def record(self, command: str, res: ExecResult, *, tokens: int | None = None,
+               output: str | None = None) -> Turn:
+        """Record a command that ran in the sandbox as one turn; ``output`` is what it printed
+        (by default the exec's stdout and stderr), kept to ``OUTPUT_CHARS`` (head and tail)."""
+        out = res.stdout + res.stderr if output is None else output
         if len(out) > OUTPUT_CHARS:
             half = OUTPUT_CHARS // 2
             out = out[:half] + f"\n[... {len(out) - OUTPUT_CHARS} chars truncated ...]\n" + out[-half:]

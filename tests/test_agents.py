@@ -28,7 +28,9 @@ from evokit.agents import (
 from evokit.llm import ChatReply, LLMClient, ToolCall
 from evokit.local_llm import LocalServer
 from evokit.rollout import rollout_group
-from evokit.tasks import write_task
+from evokit.sandbox.task_env import image_for_task
+from evokit.tasks import default_task_config, load_task, write_task
+from evokit.verify.trial import run_trial
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPES = ROOT / "examples" / "tasks" / "pipes-top-ips"
@@ -66,6 +68,22 @@ def test_oracle_and_null_agents_through_a_group():
         assert r.n_turns == 1 and r.turns[0].exit_code == 0 and "/solution/solve.sh" in r.turns[0].command
         assert r.info["policy"] == "oracle"
     assert all(r.n_turns == 0 and r.info["finish"] == "null" for r in null)
+
+
+def test_oracle_runs_as_the_agent_user_in_both_paths(tmp_path):
+    """The rollout's oracle and the direct trial run the one solution the same way, as Harbor does:
+    ``solve.sh`` as ``[agent].user`` (here ``nobody``), its printed output recorded as the turn's."""
+    cfg = default_task_config()
+    cfg.agent.user = "nobody"
+    test = ('#!/bin/bash\nmkdir -p /logs/verifier\n'
+            'if [ "$(cat /tmp/who)" = nobody ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n')
+    task_dir = write_task(tmp_path / "who", instruction="Write your user name to /tmp/who.\n",
+                          dockerfile="FROM debian:bookworm-slim\nWORKDIR /app\n", tests={"test.sh": test},
+                          solution={"solve.sh": "#!/bin/bash\nid -un | tee /tmp/who\n"}, config=cfg)
+    (r,) = rollout_group(OracleAgent(), task_dir, group_size=1, workers=1, mode="shared")
+    assert r.reward == 1.0 and r.turns[0].output.strip() == "nobody", (r.error, r.turns)
+    task = load_task(task_dir)
+    assert run_trial(task, image_for_task(task), kind="oracle", mode="shared").rewards == {"reward": 1.0}
 
 
 @pytest.mark.parametrize(("tool_mode", "constrained"), [("tools", True), ("tools", False), ("json", True),

@@ -18,32 +18,35 @@ from evokit.curriculum import (
     ELConfig,
     EnvRow,
     RandomOrder,
-    dt_current,
-    dt_init,
-    dt_sample,
-    dt_update,
-    el_current,
-    el_done,
-    el_init,
-    el_sample,
-    el_update,
     env_rows,
     lineage_envs,
     lineage_sizes,
-    random_init,
-    random_sample,
 )
 from evokit.grpo import GroupStats
 from evokit.sources import GroupResult, Run, make_source
 
 SIZES = [1, 2, 3]  # N_{i,g}: the seed (g = 0), two environments in g = 1, three in g = 2
 STRICT, LOOSE = ELConfig(start_generation=1), ELConfig(strict=False, start_generation=1)  # from the first evolved generation
+RUN = Run(8, seed=0)
+
+
+def el(sizes: dict[str, list[int]], cfg: ELConfig = STRICT) -> tuple[EL, object]:
+    """EL over lineages given as N_{i,g} per generation, and its initial state."""
+    src = EL(tuple(EnvRow(lin, g, k) for lin, n in sizes.items() for g, m in enumerate(n)
+                   for k in range(1, m + 1)), cfg)
+    return src, src.init(RUN)
 
 
 def at(sizes, g, k, cfg=STRICT, lineage="L"):
-    """An EL state whose single lineage stands at (g, k)."""
-    s = el_init({lineage: sizes}, cfg)
-    return dataclasses.replace(s, cursors=(dataclasses.replace(s.cursors[0], generation=g, k=k),))
+    """EL and a state whose single lineage stands at (g, k)."""
+    src, s = el({lineage: sizes}, cfg)
+    return src, dataclasses.replace(s, cursors=(dataclasses.replace(s.cursors[0], generation=g, k=k),))
+
+
+def dt(d_t: dict, cfg: ELConfig = ELConfig(), width: int | None = None) -> tuple[DTOrder, object]:
+    """D_T order over environments given as {id: D_T}, and its initial state."""
+    src = DTOrder(tuple(EnvRow(*env, d) for env, d in d_t.items()), cfg, width)
+    return src, src.init(RUN)
 
 
 # (name, sizes, config, start (g, k), p̂, expected (g, k, done))
@@ -68,7 +71,8 @@ TRANSITIONS = [
                          ids=[t[0] for t in TRANSITIONS])
 def test_el_transition(name, sizes, cfg, start, p_hat, expected):
     """One update from ``start`` with pass rate p̂ lands on ``expected`` (papers.md EL rule)."""
-    after = el_update(at(sizes, *start, cfg=cfg), "L", p_hat).cursor("L")
+    src, s = at(sizes, *start, cfg=cfg)
+    after = src.feed(s, ("L", *start), p_hat).cursor("L")
     assert (after.generation, after.k, after.done) == expected
     assert after.updates == 1 and after.last_pass_rate == p_hat
 
@@ -82,8 +86,8 @@ def test_el_transition(name, sizes, cfg, start, p_hat, expected):
     (ELConfig(), [0, 2, 1], (1, 1, False)),  # a lineage given without its seed starts at generation 1
 ])
 def test_el_starting_generation(cfg, sizes, expected):
-    """el_init puts every lineage at its earliest generation ≥ start_generation, or done if it has none."""
-    c = el_init({"L": sizes}, cfg).cursor("L")
+    """EL starts every lineage at its earliest generation ≥ start_generation, or done if it has none."""
+    c = el({"L": sizes}, cfg)[1].cursor("L")
     assert (c.generation, c.k, c.done) == expected
 
 
@@ -95,107 +99,109 @@ def test_successes_needed_to_advance():
 
 def test_always_passing_walks_every_environment_in_order():
     """p̂ = 1 each time visits (1,1), (1,2), (2,1), (2,2), (2,3) and then ends."""
-    s, seen = el_init({"L": SIZES}, STRICT), []
-    while not el_done(s):
-        (env,) = el_current(s)
+    (src, s), seen = el({"L": SIZES}), []
+    while not src.done(s):
+        (env,) = src.current(s)
         seen.append(env[1:])
-        s = el_update(s, "L", 1.0)
+        s = src.feed(s, env, 1.0)
     assert seen == [(1, 1), (1, 2), (2, 1), (2, 2), (2, 3)]
 
 
 def test_several_lineages_move_independently():
-    """An update moves only its own lineage; done lineages drop out of el_current."""
-    s = el_init({"a": [1, 1], "b": [1, 2], "c": [1, 1, 1]}, STRICT)
-    assert el_current(s) == [("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
-    s = el_update(s, "b", 1.0)
-    s = el_update(s, "a", 1.0)  # a's only evolved environment passed: a is done
-    s = el_update(s, "c", 0.25)
-    assert el_current(s) == [("b", 1, 2), ("c", 1, 1)]
-    assert s.cursor("a").done and not el_done(s)
+    """An update moves only its own lineage; done lineages drop out of the current environments."""
+    src, s = el({"a": [1, 1], "b": [1, 2], "c": [1, 1, 1]})
+    assert src.current(s) == [("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
+    s = src.feed(s, ("b", 1, 1), 1.0)
+    s = src.feed(s, ("a", 1, 1), 1.0)  # a's only evolved environment passed: a is done
+    s = src.feed(s, ("c", 1, 1), 0.25)
+    assert src.current(s) == [("b", 1, 2), ("c", 1, 1)]
+    assert s.cursor("a").done and not src.done(s)
     assert [r["lineage"] for r in s.rows()] == ["a", "b", "c"]
 
 
-def test_el_sample_is_uniform_over_active_lineages_without_replacement():
+def test_el_draw_is_uniform_over_active_lineages_without_replacement():
     """n ≤ active: distinct lineages; n > active: whole rounds; done lineages are never served."""
-    s = el_init({"a": [1, 1], "b": [1, 1], "c": [1, 1], "d": [1, 1]}, STRICT)
-    s = el_update(s, "d", 1.0)  # d done
+    src, s = el({"a": [1, 1], "b": [1, 1], "c": [1, 1], "d": [1, 1]})
+    s = src.feed(s, ("d", 1, 1), 1.0)  # d done
     rng = np.random.default_rng(0)
-    s, picks = el_sample(s, rng, 3)
+    s, picks = src.draw(s, rng, 3)
     assert sorted(picks) == [("a", 1, 1), ("b", 1, 1), ("c", 1, 1)]
-    s, picks = el_sample(s, rng, 7)
+    s, picks = src.draw(s, rng, 7)
     counts = {lin: sum(p[0] == lin for p in picks) for lin in "abc"}
     assert sorted(counts.values()) == [2, 2, 3] and all(p[0] != "d" for p in picks)
     assert {c.lineage: c.served for c in s.cursors} == {"a": counts["a"] + 1, "b": counts["b"] + 1,
                                                         "c": counts["c"] + 1, "d": 0}
     counts = dict.fromkeys("abc", 0)
     for _ in range(600):
-        s, (p,) = el_sample(s, rng, 1)
+        s, (p,) = src.draw(s, rng, 1)
         counts[p[0]] += 1
     assert all(150 < v < 250 for v in counts.values())
 
 
 def test_stale_and_invalid_updates():
-    """at=(g, k) of an environment already left is ignored; done lineages and bad p̂ are refused."""
-    s = el_update(el_init({"L": SIZES}, STRICT), "L", 1.0)  # now at (1, 2)
-    assert el_update(s, "L", 1.0, at=(1, 1)) is s
-    assert el_update(s, "L", 1.0, at=(1, 2)).cursor("L").env == ("L", 2, 1)
+    """A p̂ of an environment already left (or of a done lineage) is ignored; bad p̂ and lineages are refused."""
+    src, s = el({"L": SIZES})
+    s = src.feed(s, ("L", 1, 1), 1.0)  # now at (1, 2)
+    assert src.feed(s, ("L", 1, 1), 1.0) is s
+    assert src.feed(s, ("L", 2, 1), 1.0) is s  # ahead of the cursor: never served, ignored too
+    assert src.feed(s, ("L", 1, 2), 1.0).cursor("L").env == ("L", 2, 1)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        el_update(s, "L", 1.5)
+        src.feed(s, ("L", 1, 2), 1.5)
     with pytest.raises(KeyError, match="unknown lineage"):
-        el_update(s, "nope", 1.0)
-    done = el_update(at(SIZES, 2, 3), "L", 1.0)
-    with pytest.raises(ValueError, match="is done"):
-        el_update(done, "L", 1.0)
-    assert el_update(done, "L", 1.0, at=(2, 3)).cursor("L").updates == 1  # async: ignored, no error
+        src.feed(s, ("nope", 1, 1), 1.0)
+    src, s = at(SIZES, 2, 3)
+    done = src.feed(s, ("L", 2, 3), 1.0)
+    assert done.cursor("L").done and src.feed(done, ("L", 2, 3), 1.0) is done  # async: ignored, no error
 
 
 def test_random_order_covers_all_environments_uniformly():
     """Chi-square over 12 environments × 2,400 draws stays below the 99.9 % critical value (df 11: 31.3)."""
     envs = [(lin, g, k) for lin in "ab" for g, n in ((1, 2), (2, 4)) for k in range(1, n + 1)]
-    s = random_init(envs, seed=7)
+    src = RandomOrder(tuple(EnvRow(*e) for e in envs))
+    s, rng = src.init(RUN), np.random.default_rng(7)
     counts = dict.fromkeys(envs, 0)
     for _ in range(600):
-        s, picks = random_sample(s, 4)
+        s, picks = src.draw(s, rng, 4)
         assert len(set(picks)) == 4  # distinct within a call
         for p in picks:
             counts[p] += 1
     expected = 2400 / len(envs)
     chi2 = sum((c - expected) ** 2 / expected for c in counts.values())
     assert chi2 < 31.3, counts
-    assert s.step == 600
-    again = random_init(envs, seed=7)
-    assert random_sample(again, 4)[1] == random_sample(random_init(envs, seed=7), 4)[1]  # same seed, same picks
+    assert s.step == 600 and src.feed(s, envs[0], 1.0) is s  # pass rates change nothing
+    first = src.draw(src.init(RUN), np.random.default_rng(7), 4)[1]
+    assert src.draw(src.init(RUN), np.random.default_rng(7), 4)[1] == first  # same seed, same picks
 
 
 def test_dt_order_serves_ascending_difficulty():
     """Width 1: always passing visits environments in ascending D_T; failing stays; retired envs are ignored."""
     d_t = {("a", 1, 1): 5.0, ("a", 1, 2): 2.0, ("b", 1, 1): 9.0, ("b", 2, 1): 1.0, ("c", 1, 1): 3.0}
-    s = dt_init(d_t, width=1)
+    src, s = dt(d_t, width=1)
     rng = np.random.default_rng(0)
     seen = []
-    while dt_current(s):
-        s, (env,) = dt_sample(s, rng, 1)
-        s = dt_update(s, env, 0.5)  # p̂ ≤ τ: stays
-        assert dt_current(s) == [env]
-        s = dt_update(s, env, 1.0)
+    while src.current(s):
+        s, (env,) = src.draw(s, rng, 1)
+        s = src.feed(s, env, 0.5)  # p̂ ≤ τ: stays
+        assert src.current(s) == [env]
+        s = src.feed(s, env, 1.0)
         seen.append(env)
     assert [d_t[e] for e in seen] == sorted(d_t.values())
-    assert dt_update(s, seen[0], 1.0) is s
+    assert src.feed(s, seen[0], 1.0) is s and src.done(s)
 
 
 def test_dt_order_frontier_width_and_errors():
     """The default width is the number of lineages; updates off the frontier and missing D_T are refused."""
     d_t = {("a", 1, 1): 5.0, ("a", 1, 2): 2.0, ("b", 1, 1): 9.0, ("b", 2, 1): 1.0}
-    s = dt_init(d_t)
-    assert s.width == 2 and dt_current(s) == [("b", 2, 1), ("a", 1, 2)]
-    s = dt_update(s, ("b", 2, 1), 7 / 8)
-    assert dt_current(s) == [("a", 1, 2), ("a", 1, 1)]
-    assert dt_current(dt_update(s, ("a", 1, 2), 6 / 8)) == [("a", 1, 2), ("a", 1, 1)]  # strict
-    assert dt_current(dt_update(dataclasses.replace(s, config=LOOSE), ("a", 1, 2), 6 / 8))[0] == ("a", 1, 1)
+    src, s = dt(d_t)
+    assert s.width == 2 and src.current(s) == [("b", 2, 1), ("a", 1, 2)]
+    s = src.feed(s, ("b", 2, 1), 7 / 8)
+    assert src.current(s) == [("a", 1, 2), ("a", 1, 1)]
+    assert src.current(src.feed(s, ("a", 1, 2), 6 / 8)) == [("a", 1, 2), ("a", 1, 1)]  # strict
+    assert src.current(src.feed(dataclasses.replace(s, config=LOOSE), ("a", 1, 2), 6 / 8))[0] == ("a", 1, 1)
     with pytest.raises(ValueError, match="frontier"):
-        dt_update(s, ("b", 1, 1), 1.0)
+        src.feed(s, ("b", 1, 1), 1.0)
     with pytest.raises(ValueError, match="D_T"):
-        dt_init({("a", 1, 1): None})
+        dt({("a", 1, 1): None})
 
 
 ROWS = [EnvRow("a", 0, 1, 0.5), EnvRow("a", 1, 1, 4.0), EnvRow("a", 1, 2, 6.0), EnvRow("a", 2, 1, 8.0),
@@ -236,9 +242,9 @@ def test_el_source_ignores_groups_without_usable_rollouts(tmp_path):
     state, refs = src.sample(state, np.random.default_rng(0), 1)
     assert refs[0].key == ("L", 1, 1) and refs[0].path == tmp_path / "a"
     state = src.update(state, [GroupResult(refs[0], GroupStats((), 4)), result(refs[0], 0.25, 4)])
-    assert el_current(state) == [("L", 1, 1)]
+    assert src.current(state) == [("L", 1, 1)]
     state = src.update(state, [result(refs[0], 1.0, 4)])
-    assert el_current(state) == [("L", 2, 1)]
+    assert src.current(state) == [("L", 2, 1)]
 
 
 def test_env_rows_and_sizes_from_store_records():

@@ -51,7 +51,7 @@ import trl  # noqa: E402,F401  (required: a missing TRL must fail, not skip)
 from trl_support import SOLVE, SYSTEM, TINY, _call, scripted_sampler  # noqa: E402
 
 from evokit import trl_trainer as T  # noqa: E402
-from evokit.curriculum import EL, ELConfig, el_init, el_update, lineage_envs  # noqa: E402
+from evokit.curriculum import EL, ELConfig, lineage_envs  # noqa: E402
 from evokit.plan import Plan, Step, render  # noqa: E402
 from evokit.sources import Run, TaskRef  # noqa: E402
 
@@ -283,15 +283,15 @@ def test_lora_trains_only_the_adapter(tmp_path, tokenizer, lineage):
     assert json.loads((ck / "adapter_config.json").read_text())["r"] == 4
 
 
-def test_el_state_follows_the_pass_rates_seen_in_trls_loop(tiny_run):
+def test_el_state_follows_the_pass_rates_seen_in_trls_loop(tiny_run, lineage):
     """Replaying EL's rule on the (env, p̂) each step served gives the scheduler's final state; L advanced."""
-    el = tiny_run["el"]
-    state = el_init({"L": [0, 1, 1]}, el)
+    src = el_source(lineage, tiny_run["el"])
+    state = src.init(Run(4))
     seen = 0
     for r in rows(tiny_run["out"] / "steps.jsonl"):
         for s in r["served"]:
             if s["pass_rate"] is not None:
-                state = el_update(state, s["env"][0], s["pass_rate"], at=(s["env"][1], s["env"][2]))
+                state = src.feed(state, tuple(s["env"]), s["pass_rate"])
                 seen += 1
     final = tiny_run["sched"].state
     assert seen > 0

@@ -42,8 +42,15 @@ from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.benchmark import BENCHMARK, BenchmarkConfig, benchmark_tasks, check_disjoint
 from evokit.curriculum import RandomOrder, store_envs
-from evokit.evolve.baselines import CoevolutionConfig, WeaknessBank, ensemble, update_bank
-from evokit.evolve.coevolution import Coevolution, bank_records, split_budget
+from evokit.evolve.coevolution import (
+    Coevolution,
+    CoevolutionConfig,
+    WeaknessBank,
+    bank_records,
+    split_budget,
+    update_bank,
+)
+from evokit.evolve.ensemble import ensemble
 from evokit.grpo import group_stats
 from evokit.learners import collect_groups, evaluate
 from evokit.lineage import LineageStore

@@ -16,10 +16,10 @@ pipeline with its own seed ``study.repetition_seed(r)``:
    ``generations`` at ``effort``); no solver is involved. The EE arm is each lineage's last
    environment (generation ``generations``, or the latest one if the lineage ended early; a lineage
    with no offspring gives none): what evolution made of the seed. Its size N is the arm budget;
-3. **co-evolution** — a :class:`~evokit.evolve.baselines.WeaknessBank` fed with the target solver's
+3. **co-evolution** — a :class:`~evokit.evolve.coevolution.WeaknessBank` fed with the target solver's
    (A's) rollouts on the seeds (``bank_rollouts`` per seed, rollout seeds of their own), then one
-   round of :func:`~evokit.evolve.baselines.coevolve_round` synthesising N tasks from it (the
-   kit's :class:`~evokit.evolve.baselines.CoevolutionConfig`, untouched): equal budgets;
+   round of :func:`~evokit.evolve.coevolution.coevolve_round` synthesising N tasks from it (the
+   kit's :class:`~evokit.evolve.coevolution.CoevolutionConfig`, untouched): equal budgets;
 4. **measurement** — every solver's pass rate on the seeds, the EE tasks and the co-evolution tasks,
    ``rollouts`` per task, the same rollout seeds for every solver (paired), independent of the
    bank's rollouts (so A's failures that built the bank are not re-counted as its pass rate).
@@ -54,8 +54,7 @@ import pandas as pd
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.evolve import EFFORTS, EvolveConfig, evolve
-from evokit.evolve.baselines import WeaknessBank, coevolve_round, update_bank
-from evokit.evolve.coevolution import bank_records
+from evokit.evolve.coevolution import WeaknessBank, bank_records, coevolve_round, update_bank
 from evokit.grpo import group_stats
 from evokit.learners import collect_groups, task_plan
 from evokit.lineage import LineageStore

@@ -73,6 +73,8 @@ TEST_STDOUT = f"{VERIFIER_DIR}/test-stdout.txt"
 CTRF = f"{VERIFIER_DIR}/ctrf.json"  # Terminal-Bench 2's `pytest --ctrf` report, read for the reason only
 TEST_LOG_MAX_BYTES = 8 << 20  # test-stdout.txt larger than this is not read for the reason
 ORACLE_LOG = "/logs/agent/oracle.txt"
+SOLUTION_DIR = "/solution"
+SOLVE_SH = f"{SOLUTION_DIR}/solve.sh"
 ARTIFACTS_DIR = "/logs/artifacts"  # Harbor's convention dir, copied in its separate mode too
 REWARD_MAX_BYTES = 1 << 20  # a reward file larger than this is not a reward
 REASON_LINES = 5  # how many lines of a failing solve.sh go into the reason
@@ -140,7 +142,7 @@ def work_paths(task: Task, image: Image) -> list[str]:
                 f"{task.paths.config_path}: the separate verifier cannot copy {p!r} (the agent's whole "
                 "filesystem, or a path with '..'): set [environment].workdir, list the outputs in "
                 "`artifacts = [...]`, or set [verifier].environment_mode = \"shared\"")
-        if norm.startswith(("/tests", VERIFIER_DIR, "/solution")):
+        if norm.startswith(("/tests", VERIFIER_DIR, SOLUTION_DIR)):
             raise HarnessFault(f"{task.paths.config_path}: {p!r} is a harness path; it cannot be agent work")
         if norm not in out:
             out.append(norm)
@@ -253,20 +255,37 @@ def _chown(user: str | int | None, *paths: str) -> str:
     return f"chown {shlex.quote(str(user))} {' '.join(map(shlex.quote, paths))} && "
 
 
-def run_solution(sandbox: Sandbox, task: Task) -> ExecResult:
-    """The oracle agent: upload ``solution/`` to /solution and run ``solve.sh`` (Harbor's way);
-    its output is kept in ``/logs/agent/oracle.txt``."""
+def run_solution(sandbox: Sandbox, task: Task, *, timeout_sec: float | None = None) -> ExecResult:
+    """The oracle agent, the one implementation evokit has (:func:`run_trial` and
+    :class:`evokit.agents.OracleAgent` both run it): ``solution/`` uploaded to ``/solution`` and
+    ``solve.sh`` run with ``[solution].env`` over ``DEBIAN_FRONTEND=noninteractive``, its output
+    kept in ``/logs/agent/oracle.txt`` (never in the exec's output).
+
+    It runs as the task's ``[agent].user``, as Harbor's oracle does: Harbor's trial sets the
+    environment's default user to ``[agent].user`` for the whole agent phase, and its oracle agent
+    execs ``solve.sh`` with that default (only the ``chmod +x`` runs as root, as the staging here
+    does). A reference solution is an agent's work; running it as root would let a solution pass
+    that no agent with the task's permissions could match. ``timeout_sec``: by default the task's
+    ``[agent].timeout_sec``.
+    """
     env = {"DEBIAN_FRONTEND": "noninteractive", **task.config.solution.env}
-    return _stage_and_run(sandbox, task.paths.solution_dir, "/solution", "solve.sh", ORACLE_LOG,
-                          user=task.config.agent.user, env=env, timeout_sec=task.config.agent.timeout_sec)
+    return _stage_and_run(sandbox, task.paths.solution_dir, SOLUTION_DIR, "solve.sh", ORACLE_LOG,
+                          user=task.config.agent.user, env=env,
+                          timeout_sec=task.config.agent.timeout_sec if timeout_sec is None else timeout_sec)
+
+
+def solution_output(sandbox: Sandbox, res: ExecResult) -> str:
+    """What ``solve.sh`` printed (its log), or the exec's stderr where the log cannot be read (the
+    staging failed before the script ran)."""
+    try:
+        return sandbox.read_file(ORACLE_LOG, max_bytes=64 << 10).decode(errors="replace")
+    except Exception:  # noqa: BLE001 - best effort; the exit status alone still says it
+        return res.stderr
 
 
 def solution_failure(sandbox: Sandbox, res: ExecResult) -> str:
     """``solve.sh exited 1: <its first lines>`` for a failing oracle (the reason a verdict shows)."""
-    try:
-        out = sandbox.read_file(ORACLE_LOG, max_bytes=64 << 10).decode(errors="replace")
-    except Exception:  # noqa: BLE001 - the reason is best effort; the exit status alone still says it
-        out = res.stderr
+    out = solution_output(sandbox, res)
     lines = [ln for ln in out.splitlines() if ln.strip()][:REASON_LINES]
     return f"solve.sh exited {res.return_code}" + (": " + " | ".join(lines) if lines else "")
 
