@@ -42,7 +42,7 @@ class                                             branch       why
 ``sandbox.netns.NetworkSetupError``               EvokitError  slirp4netns failed under one sandbox (a harness fault)
 ``sandbox.oci_layers.LayerError``                 UserError    an image layer refused, or a bad ``$EVOKIT_LAYER_*``
 ``sandbox.oci_layers.LayerLimitError``            UserError    as its base
-``sandbox.registry.RegistryError``                UserError    an image reference or registry that cannot serve it
+``sandbox.image_pull.RegistryError``                UserError    an image reference or registry that cannot serve it
 ``sandbox.runtime.SandboxError``                  EvokitError  a sandbox that would not start or broke (harness)
 ``sandbox.runtime.SandboxSabotaged``              EvokitError  the agent took over a harness process; trial scores 0
 ``sandbox.stages.CopyFromError``                  UserError    a Dockerfile ``COPY --from`` that cannot be done

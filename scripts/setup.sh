@@ -36,7 +36,7 @@ if ((${#need[@]})); then
     bubblewrap mmdebstrap util-linux slirp4netns keyutils gcc libc6-dev
 fi
 
-# Registry pulls (evokit.sandbox.registry) need zstd for zstd layers; the tests run a real registry
+# Registry pulls (evokit.sandbox.image_pull) need zstd for zstd layers; the tests run a real registry
 # (Debian's docker-registry) on 127.0.0.1, sign its tokens with openssl and make images with umoci
 # and skopeo.
 need=()

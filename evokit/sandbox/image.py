@@ -4,7 +4,7 @@
   or digest) is a Debian root filesystem made once by ``mmdebstrap --variant=minbase``
   (close to ``debian:bookworm-slim``) and cached under ``<cache>/base/<suite>``: it needs
   no registry. Any other base (``python:3.12-slim``, ``ghcr.io/o/r@sha256:…``) is pulled
-  with the registry API (:mod:`evokit.sandbox.registry`), each of its layers unpacked once
+  with the registry API (:mod:`evokit.sandbox.image_pull`), each of its layers unpacked once
   into ``<cache>/layers/oci1-<digest>`` (:mod:`evokit.sandbox.oci_layers`); see
   :func:`use_mmdebstrap` for the precedence and :func:`pull_image`.
 * Multi-stage builds: each ``FROM`` starts a stage (``AS name``); ``FROM <stage>`` continues
@@ -47,9 +47,9 @@ from evokit.sandbox import dockerfile as df
 from evokit.sandbox.build_step import ImageBuildError, neutralise_layer, run_step
 from evokit.sandbox.bwrap import require_tools
 from evokit.sandbox.copy_layer import copy_tar, is_dir, owner
+from evokit.sandbox.image_pull import RegistryConfig, RegistryError, parse_reference, pull
 from evokit.sandbox.oci_layers import LAYER_FORMAT, LayerError, layer_rel, unpack_layer
 from evokit.sandbox.process import run_capped
-from evokit.sandbox.registry import RegistryConfig, RegistryError, parse_reference, pull
 from evokit.sandbox.stages import EXTRACT_ARGV, CopyFromError, copy_from_tar
 
 BASE_FORMAT = 1  # bump to invalidate every cached base rootfs
@@ -150,7 +150,7 @@ def pull_image(image_ref: str, *, root: Path | None = None, where: str = "FROM",
                log: Callable[[str], None] = lambda s: None) -> Image:
     """A registry image (``FROM`` or ``[environment].docker_image``) as cached overlay layers.
 
-    Pulled with :func:`evokit.sandbox.registry.pull` and unpacked by
+    Pulled with :func:`evokit.sandbox.image_pull.pull` and unpacked by
     :func:`evokit.sandbox.oci_layers.unpack_layer`. Like ``docker build`` without ``--pull``,
     a reference is resolved once per cache and then reused offline; ``$EVOKIT_PULL=always``
     resolves it again. The image config's ``Env``, ``WorkingDir``, ``User`` and ``Shell``

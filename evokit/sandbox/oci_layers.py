@@ -310,7 +310,7 @@ def unpack_layer(blob: Path, digest: str, root: Path, *, image: str = "",
                  limits: LayerLimits | None = None) -> str:
     """Unpack (once) the layer blob ``digest`` into ``root/layers/``; return its dir relative to ``root``.
 
-    Content-keyed by the blob digest (already verified by :mod:`evokit.sandbox.registry`),
+    Content-keyed by the blob digest (already verified by :mod:`evokit.sandbox.image_pull`),
     so two images sharing a base layer share its dir. Built in a temp dir and published by
     an atomic rename, like every other cache entry; ``finish`` runs on the temp dir just
     before (the image builder passes its ``neutralise_layer``: the same set-uid / file

@@ -73,7 +73,7 @@ class RegistryError(UserError, RuntimeError):
 
 
 @dataclass(frozen=True)
-class Reference:
+class ImageRef:
     """A normalised image reference: ``registry/repository[:tag][@digest]``."""
 
     registry: str  # "docker.io", "ghcr.io", "127.0.0.1:5000"
@@ -97,7 +97,7 @@ _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9
 _TAG = re.compile(r"^[\w][\w.-]{0,127}$")
 
 
-def parse_reference(text: str) -> Reference:
+def parse_reference(text: str) -> ImageRef:
     """Docker's normalisation of an image name (``python:3.12-slim``, ``ghcr.io/o/r@sha256:…``)."""
     s = text.strip()
     digest = None
@@ -126,7 +126,7 @@ def parse_reference(text: str) -> Reference:
                             "(lower-case letters, digits, . _ - and /)")
     if tag is None and digest is None:
         tag = "latest"
-    return Reference(registry, path, tag, digest)
+    return ImageRef(registry, path, tag, digest)
 
 
 def _mirror_map(value: str) -> tuple[tuple[str, str], ...]:
@@ -194,7 +194,7 @@ class Descriptor:
 class PulledImage:
     """A resolved image: its manifest digest, its config JSON and its layer blobs (bottom first)."""
 
-    reference: Reference
+    reference: ImageRef
     manifest_digest: str
     config: dict
     layers: tuple[Descriptor, ...]
@@ -204,7 +204,7 @@ class PulledImage:
 class _Client:
     """One registry session: remembers the Bearer token for the repository it pulls."""
 
-    def __init__(self, ref: Reference, config: RegistryConfig, image: str):
+    def __init__(self, ref: ImageRef, config: RegistryConfig, image: str):
         self.ref, self.config, self.image = ref, config, image
         self.base = config.endpoint(ref.registry)
         self.token: str | None = None

@@ -1,4 +1,4 @@
-"""Tests for evokit.sandbox.registry (and the FROM path of evokit.sandbox.image): real pulls.
+"""Tests for evokit.sandbox.image_pull (and the FROM path of evokit.sandbox.image): real pulls.
 
 Everything is pulled from a real registry server on 127.0.0.1 (Debian's ``docker-registry``,
 started by the fixture, storage in a temp dir), holding images this module pushes itself with
@@ -44,7 +44,7 @@ from sandbox_support import link_base, make_context, running
 
 from evokit.sandbox import ImageBuildError, build_image
 from evokit.sandbox.image import pull_image, use_mmdebstrap
-from evokit.sandbox.registry import RegistryConfig, RegistryError, parse_reference
+from evokit.sandbox.image_pull import RegistryConfig, RegistryError, parse_reference
 
 HOST_ARCH = RegistryConfig().architecture
 OTHER_ARCH = "arm64" if HOST_ARCH != "arm64" else "amd64"
