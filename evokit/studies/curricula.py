@@ -7,7 +7,7 @@ departures from EE are in :mod:`evokit.studies.warm_start`. Here:
 
 * **Claim 4 (EL vs random, first 50 steps).** Per run, the mean partially solved share (groups
   with 1–7 of 8 successes) over the first ``first`` steps for each curriculum; the paired
-  difference EL − random across runs with its bootstrap interval (:func:`evokit.stats.difference`).
+  difference EL − random across runs with its t interval (:func:`evokit.stats.difference`).
   Training reward: per run the least-squares slope of the mean reward per step over those steps,
   for each curriculum, with its interval (the paper: EL rises, random dips).
 * **Claim 5 (trajectory growth).** Per run, the slope of turns per trajectory over the steps under
@@ -139,7 +139,7 @@ def per_run(frame: pd.DataFrame, first: int) -> pd.DataFrame:
 
 
 def curricula_summary(frame: pd.DataFrame, first: int = 50) -> dict:
-    """Claims 4 and 5 over runs: estimates with bootstrap 95 % intervals and what they say (module docstring)."""
+    """Claims 4 and 5 over runs: estimates with 95 % t intervals and what they say (module docstring)."""
     pr = per_run(frame, first)
     by = {name: g.sort_values("run") for name, g in pr.groupby("curriculum")}
     out: dict = {"first_steps": int(min(first, frame.step.max() + 1)), "runs": sorted(pr.run.unique().tolist()),
@@ -170,7 +170,7 @@ def curricula_summary(frame: pd.DataFrame, first: int = 50) -> dict:
 
 
 def step_bands(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Per (curriculum, step): the across-run mean of ``column`` and its bootstrap interval (for the figures' bands)."""
+    """Per (curriculum, step): the across-run mean of ``column`` and its t interval (for the figures' bands)."""
     rows = []
     for (name, step), g in frame.groupby(["curriculum", "step"]):
         if len(g) < 2:

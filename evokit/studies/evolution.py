@@ -15,7 +15,7 @@ stated here once (the measurement's own departures are in :mod:`evokit.studies.p
 
 1. **Sizes.** A few evolution seeds (each its own seed tasks and its own evolution choices) ×
    a few lineages × 8 generations at smoke size, instead of 500 seeds × 15 generations; every
-   claim is an estimate across evolution seeds with a bootstrap interval (:mod:`evokit.stats`).
+   claim is an estimate across evolution seeds with a 95 % interval (:mod:`evokit.stats`).
 2. **Reference models.** The solver population A, B, C of :mod:`evokit.solvers`, pretrained on
    data (never on p_T), with up to ``attempts`` techniques per step: pass rate and turns are
    measurements. The population's pass rate of an environment is the mean of the three.

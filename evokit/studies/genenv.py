@@ -183,7 +183,7 @@ def benchmark_frame(results_dir: str | Path) -> pd.DataFrame:
 
 
 def epoch_bands(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Per (arm, epoch): the across-seed mean of ``column`` and its bootstrap interval (for the figures' bands)."""
+    """Per (arm, epoch): the across-seed mean of ``column`` and its t interval (for the figures' bands; NaN bounds for one seed)."""
     rows = []
     for (arm, epoch), g in frame.groupby(["arm", "epoch"]):
         iv = interval(g[column].tolist(), min_n=1, name=f"{arm} epoch {epoch} {column}")

@@ -23,7 +23,7 @@ notebook ``ee_methods``. The shared start (learner, seed filter, N_{i,g}, runs) 
 * **Peak and final.** Each method is evaluated on the benchmark every ``eval_every`` steps; its
   peak is the best of those evaluations *after* training began (step 0, the shared learner, is
   reported apart as ``initial``, so "peak ≥ initial" is not built in) and its final is the last.
-  Across runs, each method's peak and final get a bootstrap interval; two methods whose
+  Across runs, each method's peak and final get a t interval; two methods whose
   intervals overlap are a **tie**; the paired differences (same run, same learner) are reported too.
 """
 
