@@ -132,7 +132,7 @@ def methods_study(results_dir: str | Path, study: MethodsStudy = MethodsStudy(),
         seed_rows = _groups_cached(rd / "seed_rollouts.jsonl", solver, seeds, cfg=cfg, seed=run * 7 + 3)
         for method in study.methods:
             run_one(method, rd, study, cfg, solver, seeds, seed_rows, store, bench, budget)
-        check_disjoint(bench, {"seed pool": sorted((out / "seed_pool").glob("seed-*")),
+        check_disjoint(bench, {"seed pool": sorted(out.glob("run-*/seed_pool/seed-*")),
                                **{f"run {run} {m}": [LineageStore(rd / STORES[m]).path(e)
                                                      for e in LineageStore(rd / STORES[m]).envs()]
                                   for m in study.methods}})
