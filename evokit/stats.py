@@ -29,6 +29,9 @@ a summary is a pure function of its rows; the t interval has no randomness.
   when ``paired=True``, else Welch's;
 * :func:`verdict` — what an interval says about a sign: ``"above"``, ``"below"`` or ``"overlaps"``
   (the "reproduced" column of the README and docs/notebooks-and-results.md is built from these);
+* :class:`Precondition`, :func:`precondition` and :func:`withheld` — the conditions under which a
+  claim can come out either way (docs/preregistration.md, "Preconditions"): a claim whose
+  precondition fails gets "no verdict (precondition: …)" instead of yes / no / tie;
 * :func:`pass_at_k` — the unbiased pass@k of one task from ``n`` samples of which ``c`` pass
   (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", Eq. 1).
 """
@@ -49,6 +52,8 @@ from evokit.errors import UserError
 N_BOOT = 4000
 LEVEL = 0.95
 METHODS = ("t", "bca", "percentile")
+#: Units a claim needs before it gets a verdict (docs/preregistration.md, "Units": ≥ 10 per claim).
+MIN_UNITS = 10
 
 
 class StatsError(UserError, ValueError):
@@ -207,6 +212,49 @@ def verdict(iv: Interval, zero: float = 0.0) -> str:
     if iv.hi < zero:
         return "below"
     return "overlaps"
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """One condition a claim needs to be able to come out either way: its measured ``value``, the
+    ``needs`` it is held to (e.g. "≥ 10") and whether it is ``met``. ``value`` None: not measured."""
+
+    name: str
+    value: float | None
+    needs: str
+    met: bool
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        shown = "not measured" if self.value is None else f"{self.value:.3g}"
+        return f"{self.name} {shown}, needs {self.needs}"
+
+
+_OPS = {"≥": lambda v, t: v >= t, "≤": lambda v, t: v <= t, "<": lambda v, t: v < t, "=": lambda v, t: v == t}
+
+
+def precondition(name: str, value: float | None, op: str, threshold: float | tuple[float, float]) -> Precondition:
+    """``value`` held to ``op threshold`` (``op`` one of ≥ ≤ < =, or "in" with a closed range);
+    a value that was not measured (None or NaN) does not meet it.
+
+    >>> str(precondition("runs", 5, "≥", 10))
+    'runs 5, needs ≥ 10'
+    """
+    measured = value is not None and not (isinstance(value, float) and np.isnan(value))
+    if op == "in":
+        lo, hi = threshold  # type: ignore[misc]
+        return Precondition(name, float(value) if measured else None, f"in [{lo:g}, {hi:g}]",
+                            bool(measured and lo <= value <= hi))
+    return Precondition(name, float(value) if measured else None, f"{op} {threshold:g}",
+                        bool(measured and _OPS[op](value, threshold)))
+
+
+def withheld(verdict: str, preconditions: Sequence[Precondition]) -> str:
+    """``verdict`` if every precondition is met, else "no verdict (precondition: …)" naming the failed ones."""
+    failed = [p for p in preconditions if not p.met]
+    return verdict if not failed else f"no verdict (precondition: {'; '.join(map(str, failed))})"
 
 
 def per_seed(rows: Sequence[dict], value: Callable[[list[dict]], float], key: str = "seed") -> dict:
