@@ -10,7 +10,14 @@ from __future__ import annotations
 
 import pytest
 
-from evokit.seeds import MAX_SEED_PASS, SeedBand, admit_seeds, make_seeds, measure_seeds, select_seeds
+from evokit.seeds import (
+    MAX_SEED_PASS,
+    SeedBand,
+    admit_seeds,
+    make_seeds,
+    measure_seeds,
+    select_seeds,
+)
 from evokit.solvers import build_solver
 
 
