@@ -72,7 +72,7 @@ class EEStudy:
 
     runs: int = 5  # independent runs per claim (every claim: ≥ 5 seeds)
     seed: int = 0  # runs use seeds seed … seed + runs − 1
-    n_lineages: int = 4  # seeds (lineages) per run, drawn from the filtered pool (EE: 500)
+    n_lineages: int = 4  # seeds (lineages) per run, admitted from the run's own candidates (EE: 500)
     generations: int = 3  # EE: 15
     per_generation: int = 2  # N_{i,g}: environments per generation (EE's E_{i,g,k})
     steps: int = 20  # GRPO updates (EE: 200; the EL comparison reads the first 50)
@@ -91,7 +91,7 @@ class EEStudy:
 
 
 # ------------------------------------------------------------------------------ the seed pool
-ADMISSION_STREAM = 1  # the admission rollouts' seeds: run · 100_003 + index, on this stream
+ADMISSION_STREAM = 1  # admission rollouts: measure_seeds seed run·10 + this (its rollouts: that·100_003 + index)
 RECHECK_STREAM = 2  # the re-measurement's: another stream, so admission's luck is not measured twice
 
 
@@ -100,9 +100,9 @@ def seed_pool(root: str | Path, study: EEStudy, *, workers: int = 2) -> list[dic
 
     Per run (in order): its candidates in ``run-<s>/seed_pool`` (``candidate_rounds`` rounds, one
     more at a time up to ``max_candidate_rounds`` while fewer than ``n_lineages`` are admitted),
-    measured by its student (cached in ``filter.jsonl`` there); the admitted ones whose content an earlier run admitted are dropped;
-    the first ``n_lineages`` are measured again on their own rollout seeds and recorded with the
-    band in ``run-<s>/seed_admission.json``. Raises ValueError when a run admits fewer than
+    measured by its student (cached in ``filter.jsonl`` there); admitted seeds whose content an
+    earlier run admitted are dropped; the first ``n_lineages`` are measured again on their own
+    rollout seeds and recorded with the band in ``run-<s>/seed_admission.json``. Raises ValueError when a run admits fewer than
     ``n_lineages`` seeds.
     """
     pool: list[dict] = []
