@@ -171,9 +171,9 @@ MAX_AT_ZERO, MIN_WINDOW, MIN_EVOLVED_RUNS = 0.10, 16, 0.8
 def preconditions(pr: pd.DataFrame, first_steps: int, min_runs: int = MIN_UNITS) -> dict[str, list]:
     """Claims 4 and 5's preconditions from :func:`per_run` rows (docs/preregistration.md)."""
     runs = pr.drop_duplicates("run")
-    at_zero = (runs.admitted_at_zero / runs.admitted_seeds).max()
+    at_zero = (runs.admitted_at_zero / runs.admitted_seeds).max(skipna=False)  # a run not recorded: not measured
     claim4 = [precondition("runs", len(runs), "≥", min_runs),
-              precondition("seed tasks shared between runs", runs.shared_seeds.sum(), "=", 0),
+              precondition("seed tasks shared between runs", runs.shared_seeds.sum(skipna=False), "=", 0),
               precondition("largest share of a run's admitted seeds at pass rate 0", at_zero, "≤", MAX_AT_ZERO),
               precondition("comparison window (steps)", first_steps, "≥", MIN_WINDOW)]
     el = pr[pr.curriculum == "el"]

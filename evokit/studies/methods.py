@@ -208,13 +208,13 @@ def preconditions(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> list:
     runs = evals.drop_duplicates("run")
     initial = evals[evals.steps_trained == 0].groupby("run").benchmark_pass_rate.first()
     short = (col("environments") - col("budget")).abs()
-    at_zero = (col("admitted_at_zero") / col("admitted_seeds")).max()
+    at_zero = (col("admitted_at_zero") / col("admitted_seeds")).max(skipna=False)
     return [precondition("runs", len(runs), "≥", min_runs),
             precondition("largest budget shortfall of a method (environments)", short.max(skipna=False), "=", 0),
             precondition("lowest untrained benchmark pass rate", initial.min(), "in", UNTRAINED_RANGE),
             precondition("highest untrained benchmark pass rate", initial.max(), "in", UNTRAINED_RANGE),
-            precondition("seed tasks shared between runs", col("shared_seeds").groupby(evals.run).first().sum(
-                min_count=len(runs)), "=", 0),
+            precondition("seed tasks shared between runs",
+                         col("shared_seeds").groupby(evals.run).first().sum(skipna=False), "=", 0),
             precondition("largest share of a run's admitted seeds at pass rate 0", at_zero, "≤", MAX_AT_ZERO)]
 
 
