@@ -197,10 +197,50 @@ def select_seeds(measured: Sequence[dict], n: int, max_pass: float = MAX_SEED_PA
     return sorted(kept, key=lambda r: (-r["turns"], -r["length"], r["name"]))[:n]
 
 
+@dataclass(frozen=True)
+class SeedBand:
+    """The registered admission band ``lo ≤ p̂ ≤ hi`` on the measuring model's pass rate over 8 rollouts.
+
+    evokit's, not EE's (docs/preregistration.md, "Seed admission"): EE keeps seeds a frontier
+    model passes ≤ 4/8 (``hi``) and sets no lower bound. The lower bound is measurability: a pass
+    rate that starts at 0 has nowhere to fall, and a seed the student never passes gives only
+    all-fail GRPO groups, which EL cannot leave. Measured with the model whose pass rate the
+    claim reads (for the training studies the run's own student at its training temperature).
+    """
+
+    lo: float = 1 / SEED_ROLLOUTS
+    hi: float = MAX_SEED_PASS
+
+    def __post_init__(self):
+        if not 0 <= self.lo <= self.hi <= 1:
+            raise ValueError(f"SeedBand: need 0 ≤ lo ≤ hi ≤ 1, got lo={self.lo}, hi={self.hi}")
+
+    def admits(self, pass_rate: float) -> bool:
+        return self.lo <= pass_rate <= self.hi
+
+
+def admit_seeds(measured: Sequence[dict], band: SeedBand = SeedBand()) -> list[dict]:
+    """The measured seeds whose pass rate lies in ``band``, longest plan first.
+
+    Ties are broken by mean turns on *successful* trajectories (``success_turns``; a failed
+    rollout ends early, so turns over all rollouts would rank by failure), then by name (the seed
+    index). Rows as :func:`measure_seeds` returns them.
+
+    >>> rows = [{"name": "a", "pass_rate": .25, "success_turns": 3.0, "length": 2},
+    ...         {"name": "b", "pass_rate": 0.0, "success_turns": None, "length": 3},
+    ...         {"name": "c", "pass_rate": .5, "success_turns": 5.0, "length": 2}]
+    >>> [r["name"] for r in admit_seeds(rows)]
+    ['c', 'a']
+    """
+    kept = [r for r in measured if band.admits(r["pass_rate"])]
+    return sorted(kept, key=lambda r: (-r["length"], -(r.get("success_turns") or 0.0), r["name"]))
+
+
 def measure_seeds(rows: Sequence[dict], out: Path, solver, *, seed: int, attempts: int, cache: Path,
                   rollouts: int = SEED_ROLLOUTS, workers: int = 2, groups_at_once: int = 1) -> list[dict]:
     """``rows`` (from :func:`make_seeds`) with the pass rate and mean turns of ``solver`` (a
-    :class:`evokit.solvers.Solver`, acting with ``attempts`` and its judge) over ``rollouts`` rollouts.
+    :class:`evokit.solvers.Solver`, acting with ``attempts`` and its judge) over ``rollouts`` rollouts,
+    and the mean turns of its successful rollouts (``success_turns``, None if none succeeded).
 
     Measured once per seed and kept in ``cache`` (JSONL by content hash; a cached row is what
     measuring again would give: the rollouts are seeded by ``seed`` and the seed's index).
@@ -221,6 +261,12 @@ def measure_seeds(rows: Sequence[dict], out: Path, solver, *, seed: int, attempt
             if not st.n:
                 raise RuntimeError(f"seed {r['name']}: every rollout of the filter's solver was masked: {g[0].error}")
             known[r["content_hash"]] = m = {"content_hash": r["content_hash"], "pass_rate": st.mean_reward,
-                                            "turns": sum(x.n_turns for x in g) / len(g), "solver": solver.config.name}
+                                            "turns": sum(x.n_turns for x in g) / len(g), "solver": solver.config.name,
+                                            "success_turns": _mean([x.n_turns for x in g if not x.masked
+                                                                    and (x.reward or 0.0) >= st.success])}
             f.write(json.dumps(m, sort_keys=True) + "\n")
     return [{**r, **known[r["content_hash"]]} for r in rows]
+
+
+def _mean(xs: Sequence[float]) -> float | None:
+    return sum(xs) / len(xs) if xs else None

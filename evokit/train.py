@@ -18,7 +18,15 @@ resumes from it, drops rows of the unfinished step and, since every random choic
 configuration (config, policy, source, or initial policy) is refused with :class:`ResumeError`.
 
 A warm start is a real initial policy (``init_policy``): the run starts from its weights, and
-it is the KL reference π_ref (EE's GRPO regularises towards the policy it started from).
+it is the KL reference π_ref *when* ``beta_kl`` > 0. Every study trains with ``beta_kl`` = 0
+(TRL's default; papers.md states no KL coefficient for EE's GRPO), so there GRPO does not
+regularise towards the warm start: it is the starting point only, and the policy moves as far as
+the rewards take it.
+
+**Synchronous, unlike EE.** EE trains fully asynchronously, with partial rollouts and a staleness
+bound of 5; this loop updates on the current policy's own rollouts every step (staleness 0), so
+EL always reads a fresh pass rate. EL's stale-update path (``at=(g, k)`` in
+:mod:`evokit.curriculum`) exists for asynchronous trainers and is not used here.
 """
 
 from __future__ import annotations
@@ -156,7 +164,7 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
     """GRPO of the CPU learner on the tasks ``source`` serves; rows and checkpoint in ``out`` (module docstring).
 
     ``policy`` configures the learner (its seed is the run's); ``init_policy`` starts the run from
-    given weights (EE's warm start), which are also the KL reference. With ``config.attempts > 1``
+    given weights (EE's warm start), also the KL reference when ``config.beta_kl`` > 0. With ``config.attempts > 1``
     the learner reads its results and retries, ``judge`` deciding (a solver's
     :class:`~evokit.solvers.ShapeJudge`; default :func:`~evokit.learners.exit_status_judge`), in
     training and held-out evaluation alike. Resuming with another ``config`` (``steps`` aside),

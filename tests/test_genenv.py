@@ -382,7 +382,8 @@ def test_static_augmentation_serves_a_fixed_set_and_never_learns(tmp_path):
 
 
 # ------------------------------------------------------------------------- the study's claim summaries
-def _frame(success: dict, length: dict, epochs: int = 6, seeds: int = 5, solved=None):
+def _frame(success: dict, length: dict, epochs: int = 6, seeds: int = 10, solved=None, base: float = 0.15,
+           kept: int = 1):
     import pandas as pd
 
     rows = []
@@ -392,26 +393,42 @@ def _frame(success: dict, length: dict, epochs: int = 6, seeds: int = 5, solved=
                 full, none = (solved or {}).get(arm, (0.5, 0.5))
                 rows.append({"seed": s, "arm": arm, "epoch": e, "success": success[arm](s, e),
                              "plan_length": length[arm](s, e), "turns": length[arm](s, e),
-                             "fully_solved_per_batch": full + 0.01 * s, "unsolved_per_batch": none + 0.01 * s})
+                             "fully_solved_per_batch": full + 0.01 * s, "unsolved_per_batch": none + 0.01 * s,
+                             "base_success": base, "kept_batches": kept})
     return pd.DataFrame(rows)
 
 
 def test_alpha_summary_needs_all_three_parts():
-    """Claim 7 is "yes" only with the learning arm in the zone for ≥ 4 of 5 seeds over the last third, the random
+    """Claim 7 is "yes" only with the learning arm in the zone for ≥ 8 of 10 seeds over the last third, the random
     arm not, and plan length not falling; a simulator that reaches the zone by shortening its tasks is "no"."""
     from evokit.studies.genenv import alpha_summary
 
     into = {"learning": lambda s, e: 0.9 if e <= 4 else 0.5 + 0.01 * s, "random": lambda s, e: 0.85}
     flat = {"learning": lambda s, e: 3.0 + 0.1 * (s % 2), "random": lambda s, e: 3.0}
     ok = alpha_summary(_frame(into, flat), (0.4, 0.6))
-    assert ok["last_epochs"] == 2 and ok["learning"]["seeds_in_zone"] == 5 and ok["random"]["seeds_in_zone"] == 0
+    assert ok["last_epochs"] == 2 and ok["learning"]["seeds_in_zone"] == 10 and ok["random"]["seeds_in_zone"] == 0
     assert ok["reproduced"] == "yes"
     shrink = {"learning": lambda s, e: 3.0 - 0.3 * e - 0.05 * s, "random": lambda s, e: 3.0}
     bad = alpha_summary(_frame(into, shrink), (0.4, 0.6))
     assert bad["learning"]["length_change"]["sign"] == "below" and bad["reproduced"] == "no"
     assert bad["parts"] == {"learning_in_zone": True, "random_not_in_zone": True, "length_not_below_start": False}
-    three = {"learning": lambda s, e: 0.5 if s < 3 else 0.9, "random": lambda s, e: 0.85}
-    assert alpha_summary(_frame(three, flat), (0.4, 0.6))["parts"]["learning_in_zone"] is False  # 3 of 5 seeds
+    seven = {"learning": lambda s, e: 0.5 if s < 7 else 0.9, "random": lambda s, e: 0.85}
+    assert alpha_summary(_frame(seven, flat), (0.4, 0.6))["parts"]["learning_in_zone"] is False  # 7 of 10 seeds
+
+
+@pytest.mark.parametrize("change, fails", [({"base": 0.45}, "highest base success on the initial simulator 0.45"),
+                                           ({"kept": 0}, "fewest kept batches"), ({"seeds": 5}, "seeds 5, needs ≥ 10")])
+def test_a_failed_precondition_withholds_claims_7_and_8(change, fails):
+    """The paper's starting condition (base agent below the zone), kept batches and ≥ 10 seeds gate the verdict:
+    with one unmet the summary says which, with its value, instead of yes / no / tie."""
+    from evokit.studies.genenv import alpha_summary, vs_random_summary
+
+    into = {"learning": lambda s, e: 0.9 if e <= 4 else 0.5 + 0.01 * s, "random": lambda s, e: 0.85}
+    flat = {"learning": lambda s, e: 3.0 + 0.1 * (s % 2), "random": lambda s, e: 3.0}
+    frame = _frame(into, flat, solved={"learning": (0.6, 0.2), "random": (0.5, 0.5)}, **change)
+    for summary in (alpha_summary(frame, (0.4, 0.6)), vs_random_summary(frame)):
+        assert summary["reproduced"].startswith("no verdict (precondition: ") and fails in summary["reproduced"]
+        assert [p["met"] for p in summary["preconditions"]].count(False) == 1
 
 
 def test_vs_random_and_data_efficiency_verdicts():
@@ -424,12 +441,29 @@ def test_vs_random_and_data_efficiency_verdicts():
     flat = {"learning": lambda s, e: 3.0, "random": lambda s, e: 3.0}
     paper = vs_random_summary(_frame(same, flat, solved={"learning": (0.6, 0.2), "random": (0.5, 0.5)}))
     assert paper["reproduced"] == "yes"
-    assert paper["unsolved_per_batch"]["relative_pct"]["estimate"] == pytest.approx(-0.3 / 0.52 * 100)
+    assert paper["unsolved_per_batch"]["relative_pct"]["estimate"] == pytest.approx(-0.3 / 0.545 * 100)  # random: 0.5 + 0.01·s over 10 seeds
     assert vs_random_summary(_frame(same, flat, solved={"learning": (0.4, 0.7), "random": (0.5, 0.5)}))[
         "reproduced"] == "no"
-    rows = [{"seed": s, "arm": a, "score": base + 0.01 * s} for s in range(5)
+    rows = [{"seed": s, "arm": a, "score": base + 0.01 * s} for s in range(10)
             for a, base in (("untrained", 0.5), ("static", 0.55), ("random", 0.52), ("learning", 0.6))]
-    d = data_efficiency_summary(pd.DataFrame(rows))
+    frame = _frame(same, flat)
+    d = data_efficiency_summary(pd.DataFrame(rows), frame)
     assert d["reproduced"] == "yes" and d["genenv_minus"]["static"]["estimate"] == pytest.approx(0.05)
+    assert data_efficiency_summary(pd.DataFrame(rows))["reproduced"].startswith("no verdict (precondition: claim 7")
     rows = [{**r, "score": 0.4} if r["arm"] == "learning" else r for r in rows]
-    assert data_efficiency_summary(pd.DataFrame(rows))["reproduced"] == "no"
+    assert data_efficiency_summary(pd.DataFrame(rows), frame)["reproduced"] == "no"
+
+
+def test_the_base_agent_starts_below_alpha_on_the_initial_simulator_and_above_it_on_p_t(tmp_path):
+    """GenEnv's starting condition (docs/preregistration.md, claim 7): on the studies' initial simulator
+    (rare-pair-weighted, up to 6 steps) a seed's base agent succeeds below α; on p_T's own plans (tilt 0,
+    up to 5 steps) it succeeds above α, where the α-curriculum could only make tasks harder."""
+    from dataclasses import replace
+
+    from evokit.reference import GENENV_ALPHA
+    from evokit.studies.genenv import SMOKE, base_solver, base_success, initial_simulator
+
+    policy = base_solver(tmp_path, 0, SMOKE.corpus_size)
+    start = base_success(policy, initial_simulator(SMOKE, 0), 32, 0)
+    at_p_t = base_success(policy, initial_simulator(replace(SMOKE, init_tilt=0.0, max_len=5), 0), 32, 0)
+    assert start < GENENV_ALPHA < at_p_t, (start, at_p_t)

@@ -17,9 +17,12 @@ only the ones that pass are rendered, through a :class:`~evokit.plan.RenderCache
 whole proposal, so the parent's steps (and their data) are generated once, not once per
 candidate. Neither changes which edit a seed chooses (``tests/test_evolve.py`` pins it).
 
-**The D_T gate** (``difficulty_gate``, default on: EvolveConfig.difficulty_gate). With it, a
-candidate must raise D_T and its direction's part of D_T, and is chosen in proportion to that
-gain. Without it (where a figure reports D_T, its rise must be a measurement, not a rule), the
+**The D_T gate** (``difficulty_gate``, default on: EvolveConfig.difficulty_gate) is evokit's
+addition, not EE's method: EE computes no numeric D_T and has no such gate (its proposer and
+reviewer judge difficulty in words). With it, a candidate must raise D_T and its direction's
+part of D_T, and is chosen in proportion to that gain; by construction it also removes EE's own
+explanation of low effort (edits that need not be harder), so an effort claim is read with it
+off (docs/preregistration.md, claim 1). Without it (where a figure reports D_T, its rise must be a measurement, not a rule), the
 proposer keeps only its rarity-weighted drawing of new steps and returns the first
 candidate that renders: whether D_T rises is then measured, not guaranteed.
 """

@@ -70,7 +70,8 @@ class EvolveConfig:
     seed: int = 0
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     #: The D_T gate of the procedural proposer and reviewer (an edit must raise D_T and its
-    #: direction's part). Off where a figure reports D_T, so that its rise is measured, not imposed.
+    #: direction's part): evokit's addition, EE has none (it computes no D_T). Off where a figure
+    #: reports D_T, so that its rise is measured, not imposed.
     difficulty_gate: bool = True
     per_generation: int = 1  # N_{i,g}: environments per generation (EE's E_{i,g,k}); module docstring
 

@@ -60,6 +60,7 @@ class Simulator:
     render_seed: int = 0
     learning: bool = True
     updates: int = 0
+    tilt: float = 0.0  # how far the initial tables were tilted away from p_T (init_simulator)
 
     def tables(self) -> dict[str, np.ndarray]:
         return {t: getattr(self, t) for t in TABLES}
@@ -84,16 +85,23 @@ ANY_CONTEXT = "any"  # a context whose plans may start in any domain (one shared
 
 
 def init_simulator(max_len: int = 6, min_len: int = 2, render_seed: int = 0, learning: bool = True,
-                   contexts: Sequence[str] | None = None) -> Simulator:
-    """The reference generator: logits = log p_T of :func:`evokit.difficulty.catalog_reference`.
+                   contexts: Sequence[str] | None = None, tilt: float = 0.0) -> Simulator:
+    """The initial generator: logits = (1 − ``tilt``)·log p_T of :func:`evokit.difficulty.catalog_reference`.
 
-    Scenarios ∝ prior (the first one restricted to the context's domain, as seeds are), skills
-    ∝ p_T(κ | σ) renormalised over the compatible ones, chaining 1/2 (as :mod:`evokit.seeds`),
-    and a uniform length (p_T has no length distribution; ``max_len`` 6 is one more than the
-    seeds' 5 so that the simulator can learn to lengthen).
+    At ``tilt`` 0: scenarios ∝ prior (the first one restricted to the context's domain, as seeds
+    are), skills ∝ p_T(κ | σ) renormalised over the compatible ones. ``tilt`` 1 makes every
+    compatible choice equally likely, and ``tilt`` > 1 weights rare scenarios and rare pairs
+    *above* common ones (∝ p_T^(1 − tilt)): GenEnv's simulator starts where the base agent
+    succeeds on 13.8 % of its tasks, and an agent pretrained on the world's frequencies succeeds
+    far more often than that on p_T's own plans, so the starting condition needs rarer plans
+    (docs/preregistration.md, claim 7; the tilt is evokit's, the paper's simulator is an LLM).
+    Chaining 1/2 (as :mod:`evokit.seeds`) and a uniform length (p_T has no length distribution;
+    ``max_len`` 6 is one more than the seeds' 5 so that the simulator can learn to lengthen).
     """
     if not 1 <= min_len <= max_len:
         raise ValueError(f"need 1 ≤ min_len ≤ max_len; got {min_len}, {max_len}")
+    if tilt < 0:
+        raise ValueError(f"need tilt ≥ 0 (0: p_T, 1: uniform, > 1: rare first); got {tilt}")
     ref = catalog_reference()
     domains = tuple(sorted({catalog_scenario(s).domain for s in ref.scenarios}))
     # Contexts are catalog domains (GenEnv's prompts), or ANY_CONTEXT: one set of tables shared by
@@ -104,11 +112,14 @@ def init_simulator(max_len: int = 6, min_len: int = 2, render_seed: int = 0, lea
         raise ValueError(f"unknown simulator contexts {unknown}; use catalog domains {domains} or {ANY_CONTEXT!r}")
     n_c = len(contexts)
     in_domain = np.array([[c == ANY_CONTEXT or catalog_scenario(s).domain == c for s in ref.scenarios] for c in contexts])
-    first = np.where(in_domain, ref.log_scenario[None, :], -np.inf)
+    with np.errstate(invalid="ignore"):  # −inf · (1 − tilt) stays −inf for tilt < 1; masked below otherwise
+        log_scenario = np.where(np.isfinite(ref.log_scenario), (1 - tilt) * ref.log_scenario, -np.inf)
+        log_skill = np.where(np.isfinite(ref.log_skill), (1 - tilt) * ref.log_skill, -np.inf)
+    first = np.where(in_domain, log_scenario[None, :], -np.inf)
     return Simulator(contexts, ref.scenarios, ref.skills, min_len, max_len,
                      length=np.zeros((n_c, max_len - min_len + 1)), first=first,
-                     scenario=np.tile(ref.log_scenario, (n_c, 1)), skill=np.tile(ref.log_skill, (n_c, 1, 1)),
-                     chain=np.zeros((n_c, 2)), render_seed=render_seed, learning=learning)
+                     scenario=np.tile(log_scenario, (n_c, 1)), skill=np.tile(log_skill, (n_c, 1, 1)),
+                     chain=np.zeros((n_c, 2)), render_seed=render_seed, learning=learning, tilt=tilt)
 
 
 def random_simulator(**kwargs) -> Simulator:
@@ -262,7 +273,7 @@ def rwr_update(sim: Simulator, records: Sequence[tuple[Plan, float]], *, lr: flo
     """
     if not sim.learning:
         return sim
-    init = init_sim or init_simulator(sim.max_len, sim.min_len, sim.render_seed, contexts=sim.contexts)
+    init = init_sim or init_simulator(sim.max_len, sim.min_len, sim.render_seed, contexts=sim.contexts, tilt=sim.tilt)
     counts = {t: np.zeros_like(getattr(sim, t)) for t in TABLES}
     total = np.zeros(len(sim.contexts))  # Σw per context
     for n, (plan, w) in enumerate(records):

@@ -105,6 +105,7 @@ class GenEnvConfig:
     max_kl: float = math.inf  # optional cap on KL(π_env ‖ π_init) in total (off; see 1.)
     min_len: int = 1  # shortest generated plan (evokit's seeds have 2..5 steps)
     max_len: int = 5
+    init_tilt: float = 0.0  # π_init's tables ∝ p_T^(1 − tilt) (evokit.genenv.simulator.init_simulator; 0: p_T)
     contexts: tuple[str, ...] = ("any",)  # simulator contexts: catalog domains, or "any" (shared tables)
     learning: bool = True  # False: the random (never updated) simulator, the paper's baseline
     sim_data: str = "pool"  # RWR data: "pool", the accumulated D_env (see 4.); "epoch": this epoch's D̃_env,t only
@@ -193,7 +194,7 @@ class GenEnvSource:
             raise ValueError("the genenv source needs the run's output folder (generated tasks and pools go there)")
         c = self.config
         sim = init_simulator(min_len=c.min_len, max_len=c.max_len, render_seed=run.seed,
-                             learning=c.learning and not c.static_pool, contexts=c.contexts)
+                             learning=c.learning and not c.static_pool, contexts=c.contexts, tilt=c.init_tilt)
         static = ()
         if c.static_pool:  # sampled once, before any epoch, in its own stream
             static = tuple(sample_plans(sim, sorted(sim.contexts)[0], c.static_pool,

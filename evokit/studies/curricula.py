@@ -7,7 +7,7 @@ departures from EE are in :mod:`evokit.studies.warm_start`. Here:
 
 * **Claim 4 (EL vs random, first 50 steps).** Per run, the mean partially solved share (groups
   with 1–7 of 8 successes) over the first ``first`` steps for each curriculum; the paired
-  difference EL − random across runs with its bootstrap interval (:func:`evokit.stats.difference`).
+  difference EL − random across runs with its t interval (:func:`evokit.stats.difference`).
   Training reward: per run the least-squares slope of the mean reward per step over those steps,
   for each curriculum, with its interval (the paper: EL rises, random dips).
 * **Claim 5 (trajectory growth).** Per run, the slope of turns per trajectory over the steps under
@@ -32,7 +32,7 @@ from evokit.curriculum import store_envs
 from evokit.rollout import rollout_workers
 from evokit.rows import read_rows
 from evokit.sources import make_source
-from evokit.stats import Interval, difference, interval, verdict
+from evokit.stats import MIN_UNITS, Interval, difference, interval, precondition, verdict, withheld
 from evokit.studies.folder import check_study
 from evokit.studies.warm_start import (
     EEStudy,
@@ -40,6 +40,7 @@ from evokit.studies.warm_start import (
     run_dir,
     run_seed_dirs,
     run_store,
+    seed_admission,
     seed_pool,
 )
 from evokit.train import TrainConfig, train
@@ -92,9 +93,28 @@ def _advances(prev: dict | None, now: dict) -> tuple[int, int]:
     return within, across
 
 
+def admission_columns(results_dir: str | Path) -> dict[int, dict]:
+    """Per run, the seed-admission preconditions (:func:`evokit.studies.warm_start.seed_admission`):
+    ``admitted_seeds``, ``admitted_at_zero`` (re-measured at pass rate 0 on separate rollouts) and
+    ``shared_seeds`` (admitted seeds whose content another run also admitted); NaN where not recorded."""
+    runs = {int(rd.name.split("-")[1]): seed_admission(results_dir, int(rd.name.split("-")[1]))
+            for rd in sorted(Path(results_dir).glob("run-*"))}
+    owners: dict[str, set[int]] = {}
+    for run, a in runs.items():
+        for h in (a or {}).get("content_hashes", []):
+            owners.setdefault(h, set()).add(run)
+    nan = float("nan")
+    return {run: {"admitted_seeds": len(a["admitted"]) if a else nan,
+                  "admitted_at_zero": sum(p == 0 for p in a["recheck_pass_rates"]) if a else nan,
+                  "shared_seeds": sum(len(owners[h]) > 1 for h in a["content_hashes"]) if a else nan}
+            for run, a in runs.items()}
+
+
 def curricula_frame(results_dir: str | Path) -> pd.DataFrame:
-    """One row per (run, curriculum, step): GRPO group shares, reward, turns, served generation, EL's cursor moves."""
+    """One row per (run, curriculum, step): GRPO group shares, reward, turns, served generation, EL's cursor moves,
+    and the run's seed-admission preconditions (:func:`admission_columns`)."""
     rows = []
+    admission = admission_columns(results_dir)
     for rd in sorted(Path(results_dir).glob("run-*")):
         for tr in sorted((rd / "train").iterdir()):
             prev = None
@@ -106,7 +126,8 @@ def curricula_frame(results_dir: str | Path) -> pd.DataFrame:
                              "partially_solved_share": r["partially_solved_share"],
                              "dead_group_share": r["dead_group_share"], "mean_reward": r["mean_reward"],
                              "turns": r["turns"], "generation": float(np.mean([s["env"][1] for s in r["served"]])),
-                             "mean_d_t": r["mean_d_t"], "k_advances": within, "g_advances": across})
+                             "mean_d_t": r["mean_d_t"], "k_advances": within, "g_advances": across,
+                             **admission[int(rd.name.split("-")[1])]})
     return pd.DataFrame(rows)
 
 
@@ -134,16 +155,48 @@ def per_run(frame: pd.DataFrame, first: int) -> pd.DataFrame:
                      "reward_slope": slope(g.step, g.mean_reward), "turns_slope": slope(g.step, g.turns),
                      "generation_slope": slope(g.step, g.generation), "turns_first": float(g.turns.head(5).mean()),
                      "turns_last": float(g.turns.tail(5).mean()), "generation_last": float(g.generation.tail(5).mean()),
-                     "k_advances": int(g.k_advances.sum()), "g_advances": int(g.g_advances.sum())})
+                     "k_advances": int(g.k_advances.sum()), "g_advances": int(g.g_advances.sum()),
+                     "served_evolved": bool((g.generation > 0).any()),
+                     **{c: float(g[c].iloc[0]) if c in g else float("nan")
+                        for c in ("admitted_seeds", "admitted_at_zero", "shared_seeds")}})
     return pd.DataFrame(rows)
 
 
-def curricula_summary(frame: pd.DataFrame, first: int = 50) -> dict:
-    """Claims 4 and 5 over runs: estimates with bootstrap 95 % intervals and what they say (module docstring)."""
+#: docs/preregistration.md, claims 4 and 5: at most this share of a run's admitted seeds at pass rate 0
+#: when re-measured, a window of at least this many steps, EL serving an evolved environment in this
+#: share of runs.
+MAX_AT_ZERO, MIN_WINDOW, MIN_EVOLVED_RUNS = 0.10, 16, 0.8
+
+
+def preconditions(pr: pd.DataFrame, first_steps: int, min_runs: int = MIN_UNITS) -> dict[str, list]:
+    """Claims 4 and 5's preconditions from :func:`per_run` rows (docs/preregistration.md)."""
+    runs = pr.drop_duplicates("run")
+    at_zero = (runs.admitted_at_zero / runs.admitted_seeds).max(skipna=False)  # a run not recorded: not measured
+    claim4 = [precondition("runs", len(runs), "≥", min_runs),
+              precondition("seed tasks shared between runs", runs.shared_seeds.sum(skipna=False), "=", 0),
+              precondition("largest share of a run's admitted seeds at pass rate 0", at_zero, "≤", MAX_AT_ZERO),
+              precondition("comparison window (steps)", first_steps, "≥", MIN_WINDOW)]
+    el = pr[pr.curriculum == "el"]
+    evolved = float(el.served_evolved.mean()) if len(el) else None
+    return {"claim4": claim4,
+            "claim5": [*claim4, precondition("share of runs where EL served generation ≥ 1", evolved, "≥",
+                                             MIN_EVOLVED_RUNS)]}
+
+
+def curricula_summary(frame: pd.DataFrame, first: int = 50, min_runs: int = MIN_UNITS) -> dict:
+    """Claims 4 and 5 over runs: estimates with 95 % t intervals and what they say (module docstring).
+
+    Each claim reports its preconditions (:func:`preconditions`; the dead-group share per
+    curriculum beside them, not gating); a claim whose precondition fails says
+    "no verdict (precondition: …)" instead of yes / no / tie.
+    """
     pr = per_run(frame, first)
     by = {name: g.sort_values("run") for name, g in pr.groupby("curriculum")}
-    out: dict = {"first_steps": int(min(first, frame.step.max() + 1)), "runs": sorted(pr.run.unique().tolist()),
-                 "per_run": pr.to_dict("records"), "curricula": {}}
+    first_steps = int(min(first, frame.step.max() + 1))
+    pre = preconditions(pr, first_steps, min_runs)
+    out: dict = {"first_steps": first_steps, "runs": sorted(pr.run.unique().tolist()),
+                 "per_run": pr.to_dict("records"), "curricula": {},
+                 "preconditions": {c: [p.as_dict() for p in ps] for c, ps in pre.items()}}
     for name, g in by.items():
         out["curricula"][name] = {col: interval(g[col], name=f"{name} {col}").as_dict() for col in (
             "partially_solved_share", "dead_group_share", "mean_reward", "reward_slope", "turns_slope",
@@ -157,20 +210,23 @@ def curricula_summary(frame: pd.DataFrame, first: int = 50) -> dict:
         diff = difference(el.partially_solved_share, rnd.partially_solved_share, paired=True,
                           name="partially solved share, EL − random")
         s_el, s_rnd = (interval(g.reward_slope, name="reward slope") for g in (el, rnd))
-        out["claim4"] = {"share_difference": diff.as_dict(), "share_reproduced": reproduced(diff, "above"),
+        out["claim4"] = {"share_difference": diff.as_dict(),
+                         "share_reproduced": withheld(reproduced(diff, "above"), pre["claim4"]),
                          "reward_slope_el": s_el.as_dict(), "reward_slope_random": s_rnd.as_dict(),
-                         "el_rises": reproduced(s_el, "above"), "random_dips": reproduced(s_rnd, "below"),
+                         "el_rises": withheld(reproduced(s_el, "above"), pre["claim4"]),
+                         "random_dips": withheld(reproduced(s_rnd, "below"), pre["claim4"]),
+                         "dead_group_share": {n: out["curricula"][n]["dead_group_share"] for n in ("el", "random")},
                          "paper": "EL keeps more groups partially solved; EL's reward rises, random's dips"}
     if "el" in by:
         t = interval(by["el"].turns_slope, name="EL turns slope")
-        out["claim5"] = {"turns_slope_el": t.as_dict(), "reproduced": reproduced(t, "above"),
+        out["claim5"] = {"turns_slope_el": t.as_dict(), "reproduced": withheld(reproduced(t, "above"), pre["claim5"]),
                          "generation_slope_el": out["curricula"]["el"]["generation_slope"],
                          "paper": "turns per trajectory rise steadily as harder generations unlock (≈190 for 27B)"}
     return out
 
 
 def step_bands(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Per (curriculum, step): the across-run mean of ``column`` and its bootstrap interval (for the figures' bands)."""
+    """Per (curriculum, step): the across-run mean of ``column`` and its t interval (for the figures' bands)."""
     rows = []
     for (name, step), g in frame.groupby(["curriculum", "step"]):
         if len(g) < 2:

@@ -15,18 +15,20 @@ stated here once (the measurement's own departures are in :mod:`evokit.studies.p
 
 1. **Sizes.** A few evolution seeds (each its own seed tasks and its own evolution choices) ×
    a few lineages × 8 generations at smoke size, instead of 500 seeds × 15 generations; every
-   claim is an estimate across evolution seeds with a bootstrap interval (:mod:`evokit.stats`).
+   claim is an estimate across evolution seeds with a 95 % interval (:mod:`evokit.stats`).
 2. **Reference models.** The solver population A, B, C of :mod:`evokit.solvers`, pretrained on
    data (never on p_T), with up to ``attempts`` techniques per step: pass rate and turns are
    measurements. The population's pass rate of an environment is the mean of the three.
 3. **Seeds.** As EE's filter, a seed is kept when an independent solver (the filter solver, not
    one of A, B, C) passes it at most 4/8 (``seed_pass``), and of those the longer ones: EE asks
    for ≥ 30 turns on average, a scale our 2–5-step seeds do not have, so the kept candidates are
-   ranked by the filter solver's mean turns, then plan length (:func:`evokit.seeds.select_seeds`,
-   as the curricula's seed pool), out of ``seed_pool`` candidates per kept seed.
+   ranked by the filter solver's mean turns, then plan length (:func:`evokit.seeds.select_seeds`),
+   out of ``seed_pool`` candidates per kept seed. (The training studies admit by the registered
+   band instead, :func:`evokit.seeds.admit_seeds`.)
 4. **The D_T gate** (:class:`~evokit.evolve.EvolveConfig` ``difficulty_gate``): the procedural
    proposer and reviewer accept only edits that raise D_T and the direction's part of it. It is
-   on in ``ee_effort`` (EE's method, its figure shows no D_T) and off where a figure reports D_T
+   evokit's addition (EE computes no D_T and has no gate). It is on in ``ee_effort`` (its figure
+   shows no D_T) and off where a figure reports D_T
    (``ee_difficulty``, ``ee_table1_directions``, the quickstart), so that D_T's rise there is a
    measurement.
 5. **Pinned lineages may end early.** With the gate on, a lineage pinned to ``scenario`` or

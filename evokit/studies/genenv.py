@@ -16,8 +16,16 @@ Every arm's agent also trains on its accumulating pool D_train (``replay``; :cla
 **The agent is pretrained from data, not from p_T** (so D_T and the agent do not share p_T): per seed a solver is
 pretrained on a seeded corpus of solved steps drawn from the world's frequencies
 (:func:`evokit.solvers.pretrain`, the ``world`` mixture, :data:`evokit.solvers.CORPUS_SIZE` steps),
-as GenEnv starts from a base model; its logits contain no log p_T. The simulator is initialised
-at p_T (it plays the LLM that knows the world); D_T is only reported.
+as GenEnv starts from a base model; its logits contain no log p_T. D_T is only reported.
+
+**The paper's starting condition** (docs/preregistration.md, claim 7). GenEnv's base model solves
+13.8 % of the simulator's first tasks, below α, and the α-curriculum raises it into the zone. A
+simulator initialised at p_T generates the agent's own training distribution (the agent succeeds
+on ≈ 0.75 of it, above α, where moving towards α means *harder* tasks and claim 8's sign cannot
+be reached). So the simulator starts from rare-pair-weighted plans, ∝ p_T^(1 − ``init_tilt``),
+up to ``max_len`` steps (:func:`evokit.genenv.simulator.init_simulator`), chosen on the pilot
+block by the preregistered rule, and every seed's base success on that initial simulator
+(:func:`base_success`) is a precondition checked before any claim: below the zone's lower edge.
 
 With ``benchmark=True`` each seed's untrained solver and each arm's final agent are scored on the
 independent held-out benchmark (:mod:`evokit.benchmark`, never trained on, checked disjoint from
@@ -36,22 +44,29 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
 from evokit import genenv
 from evokit.benchmark import BENCHMARK, benchmark_tasks
 from evokit.genenv import GenEnvConfig, GenEnvSource
+from evokit.genenv.simulator import Simulator, init_simulator, sample_plans
 from evokit.grpo import dead_group_probability
-from evokit.learners import SkillPolicy, evaluate
+from evokit.learners import SkillPolicy, evaluate, step_goals
+from evokit.plan import compose
+from evokit.reference import GENENV_ZONE
 from evokit.rollout import rollout_workers
 from evokit.rows import append_rows, read_rows
 from evokit.solvers import CORPUS_SIZE, saved_policy, world_solver
-from evokit.stats import difference, interval, verdict
+from evokit.stats import MIN_UNITS, difference, interval, precondition, verdict, withheld
 from evokit.studies.folder import check_study
 from evokit.train import TrainConfig, final_policy, train
 
 ARMS = ("learning", "random", "static")
 ARM_LABELS = {"learning": "GenEnv", "random": "random simulator", "static": "static augmentation"}
 BENCH_EVAL_STREAM = 9_100  # the benchmark evaluation's rollout seeds: seed·1000 + this (same for every arm)
+BASE_STREAM = 9_200  # the plans the base agent's success is measured on: their own generator key
+#: The initial simulator's tilt, chosen on pilot block 900 by docs/preregistration.md's rule (its changes log).
+INIT_TILT = 4.0
 
 
 # ============================================================================ the study
@@ -75,6 +90,9 @@ class GenEnvStudy:
     static_share: float = 0.5  # static augmentation's fixed tasks, as a share of the tasks the loop serves
     corpus_size: int = CORPUS_SIZE  # solved steps the base solver is pretrained on
     benchmark_rollouts: int = 1  # rollouts per benchmark task
+    init_tilt: float = INIT_TILT  # the initial simulator ∝ p_T^(1 − tilt): the starting condition (module docstring)
+    max_len: int = 6  # longest generated plan: one more than the seeds' 5, so the simulator can lengthen
+    base_tasks: int = 64  # plans of the initial simulator the base agent's success is measured on
     arms: tuple[str, ...] = ("learning", "random")
     benchmark: bool = False
 
@@ -111,7 +129,34 @@ def arm_config(study: GenEnvStudy, arm: str) -> GenEnvConfig:
     """The environment side of ``arm`` (module docstring)."""
     static = max(study.tasks_per_batch, round(study.static_share * study.epochs * study.tasks_per_epoch))
     return GenEnvConfig(tasks_per_batch=study.tasks_per_batch, learning=arm == "learning", replay=study.replay,
-                        static_pool=static if arm == "static" else 0)
+                        static_pool=static if arm == "static" else 0, max_len=study.max_len,
+                        init_tilt=study.init_tilt)
+
+
+def initial_simulator(study: GenEnvStudy, seed: int) -> Simulator:
+    """The simulator every arm of seed ``seed`` starts from (:class:`evokit.genenv.GenEnvSource`'s ``init``)."""
+    c = arm_config(study, "learning")
+    return init_simulator(min_len=c.min_len, max_len=c.max_len, render_seed=seed, contexts=c.contexts,
+                          tilt=c.init_tilt)
+
+
+@torch.no_grad()
+def base_success(policy: SkillPolicy, sim: Simulator, n: int, seed: int) -> float:
+    """The base agent's expected success on ``n`` plans of ``sim``: the mean over plans of ∏_t π(κ_t | σ_t, g_t).
+
+    The agent acts with one technique per step (the loop's ``attempts`` = 1) and a step's tests
+    pass only on its own technique's result, so a rollout succeeds with exactly that probability:
+    the expectation replaces rollouts (no rollout noise; a deviation from the registered 4
+    rollouts per task, stated in docs/preregistration.md). Plans in their own stream (``seed``,
+    :data:`BASE_STREAM`), apart from every arm's.
+    """
+    plans = sample_plans(sim, sorted(sim.contexts)[0], n, np.random.default_rng([seed, BASE_STREAM]))
+    total = 0.0
+    for plan in plans:
+        goals = step_goals(compose(plan, sim.render_seed).instruction, len(plan))
+        total += math.exp(sum(policy.skill_logprob(st.skill, st.scenario, g)
+                              for st, g in zip(plan.steps, goals, strict=True)))
+    return total / n
 
 
 def genenv_study(results_dir: str | Path, study: GenEnvStudy = SMOKE, *, workers: int = 2) -> Path:
@@ -120,6 +165,12 @@ def genenv_study(results_dir: str | Path, study: GenEnvStudy = SMOKE, *, workers
     check_study(out, study.key())
     for seed in study.seed_list:
         init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
+        base = out / f"seed{seed}" / "base_success.json"
+        if not base.exists():  # the starting condition, measured before any arm trains
+            base.write_text(json.dumps({"success": base_success(init, initial_simulator(study, seed),
+                                                                study.base_tasks, seed),
+                                        "tasks": study.base_tasks, "init_tilt": study.init_tilt,
+                                        "max_len": study.max_len}))
         for arm in study.arms:
             cfg = TrainConfig(steps=study.epochs, tasks_per_step=study.tasks_per_epoch, group_size=study.rollouts,
                               seed=seed, workers=rollout_workers(workers), eval_every=0)
@@ -150,7 +201,9 @@ def _score_benchmark(out: Path, study: GenEnvStudy, workers: int) -> None:
 
 # ============================================================================ frames
 def genenv_frame(results_dir: str | Path) -> pd.DataFrame:
-    """One row per (seed, arm, epoch) from the runs' ``steps.jsonl``.
+    """One row per (seed, arm, epoch) from the runs' ``steps.jsonl``, with the preconditions' columns
+    ``base_success`` (the seed's base agent on the initial simulator, :func:`base_success`; NaN where
+    not measured) and ``kept_batches`` (batches the difficulty filter kept that epoch).
 
     ``fully_solved_per_batch`` / ``unsolved_per_batch`` count the epoch's *served* tasks whose
     rollouts all pass / all fail, per batch (replayed D_train groups are not counted).
@@ -158,6 +211,8 @@ def genenv_frame(results_dir: str | Path) -> pd.DataFrame:
     rows = []
     for run in sorted(Path(results_dir).glob("seed*/*/steps.jsonl")):
         seed, arm = int(run.parent.parent.name.removeprefix("seed")), run.parent.name
+        base = run.parent.parent / "base_success.json"
+        base_rate = json.loads(base.read_text())["success"] if base.exists() else float("nan")
         run_cfg = json.loads((run.parent / "config.json").read_text())
         batches = run_cfg["config"]["tasks_per_step"] // run_cfg["source"]["config"]["tasks_per_batch"]
         for r in read_rows(run):
@@ -166,6 +221,7 @@ def genenv_frame(results_dir: str | Path) -> pd.DataFrame:
             none = sum(bool(s["n"]) and s["successes"] == 0 for s in served)
             rows.append({"seed": seed, "arm": arm, "epoch": r["step"] + 1, "success": g["success"],
                          "r_env": g["r_env"], "kept_share": g["kept_share"], "batches": batches,
+                         "kept_batches": round(g["kept_share"] * batches), "base_success": base_rate,
                          "fully_solved_per_batch": full / batches, "unsolved_per_batch": none / batches,
                          "plan_length": g["mean_length"], "turns": r["turns"], "sim_kl": g["sim_kl"],
                          "weights_n": g["weights_n"], "weights_levels": g["weights_levels"],
@@ -183,7 +239,7 @@ def benchmark_frame(results_dir: str | Path) -> pd.DataFrame:
 
 
 def epoch_bands(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Per (arm, epoch): the across-seed mean of ``column`` and its bootstrap interval (for the figures' bands)."""
+    """Per (arm, epoch): the across-seed mean of ``column`` and its t interval (for the figures' bands; NaN bounds for one seed)."""
     rows = []
     for (arm, epoch), g in frame.groupby(["arm", "epoch"]):
         iv = interval(g[column].tolist(), min_n=1, name=f"{arm} epoch {epoch} {column}")
@@ -212,16 +268,42 @@ def _paired(a: dict, b: dict, name: str) -> dict:
     return {**iv.as_dict(), "sign": verdict(iv), "seeds": seeds}
 
 
-def alpha_summary(frame: pd.DataFrame, zone: tuple[float, float], share: float = 0.8) -> dict:
+def preconditions(frame: pd.DataFrame, min_seeds: int = MIN_UNITS) -> list:
+    """Claims 7–9's shared preconditions (docs/preregistration.md, claim 7), checked before any claim:
+    enough seeds; every seed's base agent below the zone on the initial simulator (else the
+    α-curriculum cannot be seen raising it); in every seed the learning arm kept ≥ 1 batch in the
+    first third of epochs (a simulator never given a kept batch is never updated)."""
+    seeds = frame.seed.nunique()
+    base = frame.groupby("seed").base_success.first() if "base_success" in frame else pd.Series(dtype=float)
+    learning = frame[frame.arm == "learning"]
+    k = last_third(int(frame.epoch.max())) if len(frame) else 1
+    kept = (learning[learning.epoch <= k].groupby("seed").kept_batches.sum()
+            if "kept_batches" in learning and len(learning) else pd.Series(dtype=float))
+    return [precondition("seeds", seeds, "≥", min_seeds),
+            precondition("highest base success on the initial simulator",
+                         float(base.max(skipna=False)) if len(base) else None, "<", GENENV_ZONE[0]),
+            precondition("fewest kept batches of a seed's learning arm in the first third of epochs",
+                         float(kept.min()) if len(kept) == seeds and seeds else None, "≥", 1)]
+
+
+def alpha_summary(frame: pd.DataFrame, zone: tuple[float, float], share: float = 0.8,
+                  min_seeds: int = MIN_UNITS) -> dict:
     """Claim 7: success over the last third in ``zone`` for ≥ ``share`` of seeds (learning), not so for random,
     and the learning simulator's mean plan length over the last third not below its first epoch's.
 
     "Not below" reads the across-seed interval of (last third − first epoch): it must not lie
-    entirely below 0. ``reproduced`` is "yes" only if all three parts hold, else "no".
+    entirely below 0. ``reproduced`` is "yes" only if all three parts hold, else "no"; with a
+    failed precondition (:func:`preconditions`) it is "no verdict (precondition: …)". Kept batches
+    per epoch of the learning arm are reported beside.
     """
     epochs = int(frame.epoch.max())
     k = last_third(epochs)
-    out: dict = {"last_epochs": k, "zone": list(zone), "share_needed": share}
+    pre = preconditions(frame, min_seeds)
+    out: dict = {"last_epochs": k, "zone": list(zone), "share_needed": share,
+                 "preconditions": [p.as_dict() for p in pre]}
+    if "kept_batches" in frame:
+        out["kept_batches_per_epoch"] = {int(e): int(v) for e, v in
+                                         frame[frame.arm == "learning"].groupby("epoch").kept_batches.sum().items()}
     for arm in sorted(set(frame.arm) & {"learning", "random"}):
         last = _per_seed(frame, arm, lambda g: g.success.tail(k).mean())
         inside = {s: bool(zone[0] <= v <= zone[1]) for s, v in last.items()}
@@ -244,18 +326,20 @@ def alpha_summary(frame: pd.DataFrame, zone: tuple[float, float], share: float =
         parts = {"learning_in_zone": lr["in_zone"], "random_not_in_zone": not rd["in_zone"],
                  "length_not_below_start": lr["length_change"]["sign"] != "below"}
         out["parts"] = parts
-        out["reproduced"] = "yes" if all(parts.values()) else "no"
+        out["reproduced"] = withheld("yes" if all(parts.values()) else "no", pre)
     return out
 
 
-def vs_random_summary(frame: pd.DataFrame) -> dict:
+def vs_random_summary(frame: pd.DataFrame, min_seeds: int = MIN_UNITS) -> dict:
     """Claim 8: learning − random in fully solved and unsolved tasks per batch (paired over seeds).
 
     "yes": more fully solved (interval above 0) and fewer unsolved (below 0), the paper's signs;
     "no": either interval on the other side; "tie" otherwise. Relative changes are in percent of
-    the random simulator's across-seed mean (the paper's +3.5 % / −20.3 %).
+    the random simulator's across-seed mean (the paper's +3.5 % / −20.3 %). Claim 7's preconditions
+    gate the verdict (from above α, moving towards it *adds* unsolved tasks).
     """
-    out: dict = {}
+    pre = preconditions(frame, min_seeds)
+    out: dict = {"preconditions": [p.as_dict() for p in pre]}
     for col in ("fully_solved_per_batch", "unsolved_per_batch"):
         per = {arm: _per_seed(frame, arm, lambda g, c=col: g[c].mean()) for arm in ("learning", "random")}
         d = _paired(per["learning"], per["random"], col)
@@ -265,8 +349,8 @@ def vs_random_summary(frame: pd.DataFrame) -> dict:
                     "relative_pct": {k: (100 * d[k] / base if base else None) for k in ("estimate", "lo", "hi")},
                     "per_seed": per}
     fs, un = out["fully_solved_per_batch"]["difference"]["sign"], out["unsolved_per_batch"]["difference"]["sign"]
-    out["reproduced"] = ("yes" if (fs, un) == ("above", "below") else
-                         "no" if fs == "below" or un == "above" else "tie")
+    out["reproduced"] = withheld("yes" if (fs, un) == ("above", "below") else
+                                 "no" if fs == "below" or un == "above" else "tie", pre)
     return out
 
 
@@ -282,20 +366,32 @@ def weights_summary(frame: pd.DataFrame) -> dict:
             "pool_levels_last": int(g.groupby("seed").pool_weights_levels.last().max()) if len(g) else 0}
 
 
-def data_efficiency_summary(scores: pd.DataFrame) -> dict:
+#: docs/preregistration.md, claim 9: the untrained agent's benchmark score leaves room to move either way.
+UNTRAINED_RANGE = (0.1, 0.9)
+
+
+def data_efficiency_summary(scores: pd.DataFrame, frame: pd.DataFrame | None = None,
+                            min_seeds: int = MIN_UNITS) -> dict:
     """Claim 9: GenEnv's final benchmark score against static augmentation, the random simulator and untrained.
 
     Paired differences over seeds (same base solver, same benchmark rollout seeds). "yes": GenEnv
-    above all three (intervals above 0); "no": below any; "tie" otherwise.
+    above all three (intervals above 0); "no": below any; "tie" otherwise. Gated by claim 7's
+    preconditions (read from the training ``frame``; without it they are not measured) and the
+    untrained agent's score in [0.1, 0.9].
     """
     per = {arm: {int(r.seed): float(r.score) for r in g.itertuples()} for arm, g in scores.groupby("arm")}
+    untrained = per.get("untrained", {}).values()
+    pre = [*(preconditions(frame, min_seeds) if frame is not None else
+             [precondition("claim 7's preconditions (training frame)", None, "=", 1)]),
+           precondition("lowest untrained benchmark score", min(untrained, default=None), "in", UNTRAINED_RANGE),
+           precondition("highest untrained benchmark score", max(untrained, default=None), "in", UNTRAINED_RANGE)]
     out: dict = {"score": {arm: {**interval(list(v.values()), name=arm).as_dict(), "per_seed": v}
-                           for arm, v in per.items()}}
+                           for arm, v in per.items()}, "preconditions": [p.as_dict() for p in pre]}
     others = [a for a in ("static", "random", "untrained") if a in per]
     out["genenv_minus"] = {a: _paired(per["learning"], per[a], f"GenEnv − {a}") for a in others}
     signs = [d["sign"] for d in out["genenv_minus"].values()]
-    out["reproduced"] = ("yes" if signs and all(s == "above" for s in signs) else
-                         "no" if "below" in signs else "tie")
+    out["reproduced"] = withheld("yes" if signs and all(s == "above" for s in signs) else
+                                 "no" if "below" in signs else "tie", pre)
     return out
 
 

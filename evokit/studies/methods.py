@@ -23,7 +23,7 @@ notebook ``ee_methods``. The shared start (learner, seed filter, N_{i,g}, runs) 
 * **Peak and final.** Each method is evaluated on the benchmark every ``eval_every`` steps; its
   peak is the best of those evaluations *after* training began (step 0, the shared learner, is
   reported apart as ``initial``, so "peak ≥ initial" is not built in) and its final is the last.
-  Across runs, each method's peak and final get a bootstrap interval; two methods whose
+  Across runs, each method's peak and final get a t interval; two methods whose
   intervals overlap are a **tie**; the paired differences (same run, same learner) are reported too.
 """
 
@@ -58,8 +58,8 @@ from evokit.rollout import write_rows
 from evokit.rows import read_rows
 from evokit.solvers import Solver
 from evokit.sources import make_source
-from evokit.stats import difference, interval
-from evokit.studies.curricula import train_config
+from evokit.stats import MIN_UNITS, difference, interval, precondition, withheld
+from evokit.studies.curricula import MAX_AT_ZERO, admission_columns, train_config
 from evokit.studies.folder import check_study
 from evokit.studies.warm_start import (
     EEStudy,
@@ -139,7 +139,7 @@ def methods_study(results_dir: str | Path, study: MethodsStudy = MethodsStudy(),
         seed_rows = _groups_cached(rd / "seed_rollouts.jsonl", solver, seeds, cfg=cfg, seed=run * 7 + 3)
         for method in study.methods:
             run_one(method, rd, study, cfg, solver, seeds, seed_rows, store, bench, budget)
-        check_disjoint(bench, {"seed pool": sorted((out / "seed_pool").glob("seed-*")),
+        check_disjoint(bench, {"seed pool": sorted(out.glob("run-*/seed_pool/seed-*")),
                                **{f"run {run} {m}": [LineageStore(rd / STORES[m]).path(e)
                                                      for e in LineageStore(rd / STORES[m]).envs()]
                                   for m in study.methods}})
@@ -173,29 +173,69 @@ def run_one(method: str, rd: Path, study: MethodsStudy, cfg: TrainConfig, solver
 
 def methods_frame(results_dir: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(benchmark evaluations, training steps) over runs: ``run, method, steps_trained, benchmark_pass_rate``
-    and per-step rows. ``steps_trained`` 0 is the run's learner before training (``initial_eval.json``)."""
+    and per-step rows. ``steps_trained`` 0 is the run's learner before training (``initial_eval.json``).
+
+    Each evaluation row also carries its run's preconditions: the seed admission's
+    (:func:`evokit.studies.curricula.admission_columns`), the run's ``budget`` N and the
+    ``environments`` the method had (evolution: what it synthesised; the others: their store).
+    """
     evals, steps = [], []
+    admission = admission_columns(results_dir)
     for rd in sorted(Path(results_dir).glob("run-*")):
         run = int(rd.name.split("-")[1])
-        initial = json.loads((rd / "initial_eval.json").read_text())["pass_rate"]
+        initial_eval = json.loads((rd / "initial_eval.json").read_text())
+        initial = initial_eval["pass_rate"]
         for method_dir in sorted((rd / "train").iterdir()):
             m = method_dir.name
-            evals.append({"run": run, "method": m, "steps_trained": 0, "benchmark_pass_rate": initial})
-            evals += [{"run": run, "method": m, "steps_trained": r["step"] + 1, "benchmark_pass_rate": r["pass_rate"]}
-                      for r in read_rows(method_dir / "evals.jsonl")]
+            store = rd / STORES.get(m, "")
+            envs = LineageStore(store).envs() if m in STORES and store.exists() else None
+            made = (float("nan") if envs is None else
+                    sum(e.generation >= 1 for e in envs) if m == "evolution" else len(envs))
+            cols = {**admission[run], "budget": initial_eval.get("budget", float("nan")), "environments": made}
+            evals.append({"run": run, "method": m, "steps_trained": 0, "benchmark_pass_rate": initial, **cols})
+            evals += [{"run": run, "method": m, "steps_trained": r["step"] + 1, "benchmark_pass_rate": r["pass_rate"],
+                       **cols} for r in read_rows(method_dir / "evals.jsonl")]
             steps += [{"run": run, "method": m, "step": r["step"], "mean_reward": r["mean_reward"],
                        "partially_solved_share": r["partially_solved_share"], "turns": r["turns"]}
                       for r in read_rows(method_dir / "steps.jsonl")]
     return pd.DataFrame(evals), pd.DataFrame(steps)
 
 
-def methods_summary(evals: pd.DataFrame) -> dict:
-    """Per method across runs: peak (after step 0) and final benchmark pass rates with intervals; ties; paired differences."""
+#: docs/preregistration.md, claim 6: the untrained student's benchmark pass rate leaves room to move 0.05 either way.
+UNTRAINED_RANGE = (0.1, 0.9)
+
+
+def preconditions(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> list:
+    """Claim 6's preconditions from :func:`methods_frame`'s rows (docs/preregistration.md); NaN or a
+    missing column is "not measured" and fails."""
+
+    def col(c: str) -> pd.Series:
+        return evals[c] if c in evals else pd.Series(float("nan"), index=evals.index)
+
+    runs = evals.drop_duplicates("run")
+    initial = evals[evals.steps_trained == 0].groupby("run").benchmark_pass_rate.first()
+    short = (col("environments") - col("budget")).abs()
+    at_zero = (col("admitted_at_zero") / col("admitted_seeds")).max(skipna=False)
+    return [precondition("runs", len(runs), "≥", min_runs),
+            precondition("largest budget shortfall of a method (environments)", short.max(skipna=False), "=", 0),
+            precondition("lowest untrained benchmark pass rate", initial.min(), "in", UNTRAINED_RANGE),
+            precondition("highest untrained benchmark pass rate", initial.max(), "in", UNTRAINED_RANGE),
+            precondition("seed tasks shared between runs",
+                         col("shared_seeds").groupby(evals.run).first().sum(skipna=False), "=", 0),
+            precondition("largest share of a run's admitted seeds at pass rate 0", at_zero, "≤", MAX_AT_ZERO)]
+
+
+def methods_summary(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> dict:
+    """Per method across runs: peak (after step 0) and final benchmark pass rates with intervals; ties; paired
+    differences. The preconditions (:func:`preconditions`) are reported, and gate ``peak_reproduced`` and
+    ``final_reproduced``: a failed one gives "no verdict (precondition: …)"."""
     trained = evals[evals.steps_trained > 0].sort_values("steps_trained")
     per = {"peak": trained.groupby(["method", "run"]).benchmark_pass_rate.max(),
            "final": trained.groupby(["method", "run"]).benchmark_pass_rate.last()}
     initial = evals[evals.steps_trained == 0].groupby("run").benchmark_pass_rate.first()
-    out: dict = {"initial": interval(initial, name="initial").as_dict(), "runs": sorted(initial.index.tolist())}
+    pre = preconditions(evals, min_runs)
+    out: dict = {"initial": interval(initial, name="initial").as_dict(), "runs": sorted(initial.index.tolist()),
+                 "preconditions": [p.as_dict() for p in pre]}
     methods = sorted(trained.method.unique(), key=lambda m: METHODS.index(m))
     for what, s in per.items():
         ivs = {m: interval(s[m].sort_index(), name=f"{m} {what}") for m in methods}
@@ -211,8 +251,9 @@ def methods_summary(evals: pd.DataFrame) -> dict:
         out[f"{what}_comparison"] = pairs
         if {"evolution", "co-evolution", "ensemble"} <= set(methods):
             orders = [pairs["evolution vs co-evolution"]["order"], pairs["evolution vs ensemble"]["order"]]
-            out[f"{what}_reproduced"] = ("yes" if all(o.startswith("evolution >") for o in orders)
-                                         else "no" if any(o.endswith("> evolution") for o in orders) else "tie")
+            out[f"{what}_reproduced"] = withheld("yes" if all(o.startswith("evolution >") for o in orders)
+                                                 else "no" if any(o.endswith("> evolution") for o in orders)
+                                                 else "tie", pre)
     return out
 
 

@@ -226,7 +226,7 @@ def _reproduced(ivs: Sequence[Interval]) -> str:
 
 
 def transfer_summary(results_dir: str | Path) -> dict:
-    """Claim 10 from the rows: pass rates, drops and both claims with bootstrap intervals over repetitions."""
+    """Claim 10 from the rows: pass rates, drops and both claims with t intervals over repetitions."""
     out = Path(results_dir)
     study = TransferStudy(**{k: tuple(v) if isinstance(v, list) else v
                              for k, v in json.loads((out / "study.json").read_text()).items()})

@@ -1,0 +1,34 @@
+"""evokit.studies.methods' summary: claim 6 read from its intervals, gated by its preconditions."""
+
+import pandas as pd
+import pytest
+
+from evokit.studies.methods import methods_summary
+
+
+def evals(runs: int = 10, initial: float = 0.5, ensemble_made: int = 8) -> pd.DataFrame:
+    """Evolution peaks above both baselines in every run; equal budgets of 8 unless the ensemble falls short."""
+    rows = []
+    for run in range(runs):
+        for method, gain in (("evolution", 0.2), ("co-evolution", 0.05), ("ensemble", 0.0)):
+            for step, rate in ((0, initial), (10, initial + gain + 0.001 * run), (20, initial + gain / 2)):
+                rows.append({"run": run, "method": method, "steps_trained": step, "benchmark_pass_rate": rate,
+                             "admitted_seeds": 4, "admitted_at_zero": 0, "shared_seeds": 0, "budget": 8,
+                             "environments": ensemble_made if method == "ensemble" else 8})
+    return pd.DataFrame(rows)
+
+
+def test_met_preconditions_let_the_intervals_decide():
+    s = methods_summary(evals())
+    assert s["peak_reproduced"] == "yes" and all(p["met"] for p in s["preconditions"])
+
+
+@pytest.mark.parametrize("change, fails", [
+    ({"runs": 5}, "runs 5, needs ≥ 10"),
+    ({"ensemble_made": 6}, "largest budget shortfall of a method (environments) 2, needs = 0"),
+    ({"initial": 0.05}, "lowest untrained benchmark pass rate 0.05, needs in [0.1, 0.9]"),
+])
+def test_a_failed_precondition_withholds_claim_6(change, fails):
+    s = methods_summary(evals(**change))
+    assert fails in s["peak_reproduced"] and s["peak_reproduced"].startswith("no verdict (precondition: ")
+    assert fails in s["final_reproduced"]
