@@ -34,6 +34,7 @@ Curricula and training
     PolicyConfig       the CPU learner's policy (width, p_T prior weight, temperature)
     train_llm          GRPO for an LLM through TRL's ``GRPOTrainer`` on any task source
     LLMTrainConfig     the TRL path's configuration, validated at set-up
+    make_trainer       a trainer by policy: "cpu" (the CPU learner) or an LLM spec ("tiny", a folder) through TRL
 
 Studies (the notebooks' computations)
     quickstart         seeds → evolve → re-verify → measure: the quickstart notebook's rows
@@ -69,6 +70,7 @@ _EXPORTS: dict[str, str] = {
     "PolicyConfig": "evokit.learners:PolicyConfig",
     "train_llm": "evokit.trl_trainer.trainer:train_llm",
     "LLMTrainConfig": "evokit.trl_trainer.config:LLMTrainConfig",
+    "make_trainer": "evokit.training.trainers:make_trainer",
     "quickstart": "evokit.studies.evolution:quickstart",
     "QuickstartStudy": "evokit.studies.evolution:QuickstartStudy",
 }

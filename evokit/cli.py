@@ -796,7 +796,7 @@ def train_llm(
     micro_batch: Annotated[int | None, typer.Option(help="rows per forward/backward (divides G × groups)")] = None,
     max_completion_length: Annotated[int, typer.Option(help="tokens of a whole episode")] = 1024,
     max_turns: Annotated[int, typer.Option(help="tool calls per episode")] = 10,
-    lr: Annotated[float, typer.Option(help="learning rate")] = 1e-6,
+    lr: Annotated[float, typer.Option("--learning-rate", "--lr", help="learning rate")] = 1e-6,
     beta: Annotated[float, typer.Option(help="KL coefficient to the initial model")] = 0.0,
     generation: Annotated[str, typer.Option(help="auto | transformers | vllm-colocate | vllm-server")] = "auto",
     vllm_server_url: Annotated[str | None, typer.Option(help="with --generation vllm-server")] = None,

@@ -57,7 +57,7 @@ Deviations, stated where they are made:
    agent reads — its command's exit status and output, never the tests — and a ``judge`` decides
    whether the result looks right; if not, it tries another technique (sampled from π over the
    untried candidates) while turns remain, so trajectory length becomes a measurement.
-5. The KL term (``beta_kl``) is the exact KL(π ‖ π_ref) over the candidates, not the k3
+5. The KL term (``beta``) is the exact KL(π ‖ π_ref) over the candidates, not the k3
    sample estimate (the distribution is small enough to sum).
 6. The loss is the mean over the steps of the rollouts in live groups (DAPO's token-level
    mean, a step playing the token); dead groups and masked rollouts contribute nothing.
@@ -444,7 +444,7 @@ def evaluate_per_task(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *
 
 # ------------------------------------------------------------------------------------- training
 def grpo_update(policy: SkillPolicy, optimizer: torch.optim.Optimizer, groups: Sequence[Sequence[Rollout]], *,
-                beta_kl: float = 0.0, clip: float = 0.2, clip_high: float | None = None,
+                beta: float = 0.0, clip: float = 0.2, clip_high: float | None = None,
                 ref_policy: SkillPolicy | None = None, scale: str = "group", epochs: int = 1,
                 max_grad_norm: float | None = None) -> dict[str, float]:
     """One GRPO update from groups of rollouts (one group per task); returns metrics.
@@ -453,7 +453,7 @@ def grpo_update(policy: SkillPolicy, optimizer: torch.optim.Optimizer, groups: S
     :mod:`evokit.grpo` (``scale="none"`` for Dr.GRPO). Rollouts that are not usable
     (:func:`evokit.grpo.usable`) or recorded no step are left out; a dead group contributes
     nothing. Loss (deviation 6): −mean over steps of min(ρ·Â, clip(ρ, 1−ε, 1+ε_high)·Â) with
-    ρ = π_θ(κ̂)/π_old(κ̂), plus ``beta_kl``·KL(π_θ ‖ π_ref) (deviation 5; ``ref_policy`` is a
+    ρ = π_θ(κ̂)/π_old(κ̂), plus ``beta``·KL(π_θ ‖ π_ref) (deviation 5; ``ref_policy`` is a
     frozen copy of the initial policy, :func:`frozen_copy`). ``epochs`` passes over the batch.
     """
     rows: list[tuple[dict, float]] = []
@@ -481,7 +481,7 @@ def grpo_update(policy: SkillPolicy, optimizer: torch.optim.Optimizer, groups: S
     mask &= policy.compatible[s_ids]
     old = torch.tensor([st["logp"] for st, _ in rows])
     adv = torch.tensor([a for _, a in rows])
-    use_kl = bool(beta_kl) and ref_policy is not None
+    use_kl = bool(beta) and ref_policy is not None
     if use_kl:
         with torch.no_grad():
             ref_lp = torch.log_softmax(ref_policy.logits(s_ids, x, mask), dim=-1)
@@ -490,7 +490,7 @@ def grpo_update(policy: SkillPolicy, optimizer: torch.optim.Optimizer, groups: S
         loss, clip_fraction = clipped_policy_loss(lp_all.gather(1, chosen[:, None])[:, 0], old, adv,
                                                   eps_low=clip, eps_high=clip if clip_high is None else clip_high)
         kl = exact_kl(lp_all, ref_lp, mask).mean() if use_kl else torch.zeros(())
-        loss = loss + beta_kl * kl if use_kl else loss
+        loss = loss + beta * kl if use_kl else loss
         optimizer.zero_grad()
         loss.backward()
         params = [p for p in policy.parameters() if p.requires_grad]

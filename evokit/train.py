@@ -42,7 +42,6 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
-from evokit.difficulty import catalog_reference, score_many
 from evokit.errors import UserError
 from evokit.learners import (
     Judge,
@@ -53,12 +52,13 @@ from evokit.learners import (
     frozen_copy,
     grpo_update,
     task_difficulty,
-    task_plan,
 )
 from evokit.rollout import write_rows
 from evokit.rows import append_rows, keep_rows
 from evokit.seeding import group_seeds, step_rng
 from evokit.sources import Run, TaskSource, describe, group_results
+from evokit.training.settings import GRPOSettings
+from evokit.training.steps import step_row
 
 
 class ResumeError(UserError, ValueError):
@@ -66,16 +66,13 @@ class ResumeError(UserError, ValueError):
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """One training run. Sizes default to a CPU smoke scale; EE's full setting is steps=200, group_size=8."""
+class TrainConfig(GRPOSettings):
+    """One CPU training run: the shared GRPO fields (:class:`~evokit.training.settings.GRPOSettings`) at the CPU
+    learner's scale, and this loop's own. Sizes default to a CPU smoke scale; EE's full setting is steps=200,
+    group_size=8."""
 
     steps: int = 50  # GRPO updates (EE: 200; GenEnv: epochs)
-    tasks_per_step: int = 2  # GRPO groups per update
-    group_size: int = 8  # B: rollouts per group (EE: 8), the one place B is set
-    lr: float = 0.03  # Adam step size of the CPU learner (0.1 made learned skills collapse; 0.01-0.03 stable)
-    beta_kl: float = 0.0  # KL to the initial policy (TRL's default β = 0)
-    clip: float = 0.2  # ε of the clipped surrogate (DeepSeekMath / TRL)
-    seed: int = 0
+    learning_rate: float = 0.03  # Adam step of the CPU learner (0.1 made learned skills collapse; 0.01-0.03 stable)
     workers: int = 2  # sandboxes in flight per group slot (results do not depend on it)
     groups_at_once: int = 1  # group slots: workers × groups_at_once rollouts in flight across the batch
     eval_every: int = 10  # steps between held-out evaluations (0: never)
@@ -109,12 +106,14 @@ def _load(out: Path) -> dict | None:
 
 
 _NOT_IDENTITY = ("steps", "workers", "groups_at_once")
+_SPELLING = {"lr": "learning_rate", "beta_kl": "beta"}  # keys of checkpoints written under the CPU loop's own names
 
 
 def _identity_config(config: dict) -> dict:
     """The config's part of the resume identity: all but ``steps`` (which may grow) and the parallelism
-    (which the rollouts do not depend on); applied to old checkpoints too, which still carry them."""
-    return {k: v for k, v in config.items() if k not in _NOT_IDENTITY}
+    (which the rollouts do not depend on); applied to saved checkpoints too, which still carry them, with
+    their keys in :class:`~evokit.training.settings.GRPOSettings`' spelling."""
+    return {_SPELLING.get(k, k): v for k, v in config.items() if k not in _NOT_IDENTITY}
 
 
 def _identity(source: TaskSource, policy: PolicyConfig, cfg: TrainConfig, init_policy: SkillPolicy | None) -> dict:
@@ -143,18 +142,9 @@ def _check_resume(out: Path, saved: dict | None, now: dict) -> None:
                       "Use a new folder, or delete its checkpoint.pt and rows to start over.")
 
 
-def _served(ref, result, d_t: float | None) -> dict:
-    s = result.stats
-    return {"task": ref.path.name if ref.path else None, "env": list(ref.key), "pass_rate": s.pass_rate,
-            "successes": s.solved, "n": s.n, "masked": s.masked, "d_t": d_t,
-            "turns": float(np.mean([r["n_turns"] for r in result.rows])) if result.rows else float("nan")}
-
-
-def _difficulties(policy: SkillPolicy, refs) -> tuple[float, list[float]]:
-    """Mean D_θ of the served tasks for this learner before its update, and each task's D_T (p_T)."""
-    plans = [task_plan(r.path)[0] for r in refs]
-    d_t = score_many(plans, catalog_reference())["total"].tolist()
-    return float(np.mean([task_difficulty(policy, r.path) for r in refs])), [float(x) for x in d_t]
+def _d_theta(policy: SkillPolicy, refs) -> float:
+    """Mean D_θ of the served tasks for this learner before its update."""
+    return float(np.mean([task_difficulty(policy, r.path) for r in refs]))
 
 
 # ------------------------------------------------------------------------------- the loop
@@ -179,7 +169,7 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
             raise ValueError(f"init_policy has config {init_policy.config}, the run builds {model.config}; "
                              "pass the PolicyConfig the initial policy was made with")
         model.load_state_dict(init_policy.state_dict())
-    opt, ref = torch.optim.Adam(model.parameters(), lr=cfg.lr), frozen_copy(model)
+    opt, ref = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate), frozen_copy(model)
     identity = _identity(source, policy, cfg, init_policy)
     state, start = source.init(cfg.run(out)), 0
     if ck := _load(out):
@@ -196,21 +186,19 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
         if source.done(state):
             break
         state, refs = source.sample(state, step_rng(cfg.seed, step), cfg.tasks_per_step)
-        d_theta, d_t = _difficulties(model, refs)
+        d_theta = _d_theta(model, refs)
         groups = collect_groups(model, [r.path for r in refs], group_size=cfg.group_size, workers=cfg.workers,
                                 seeds=group_seeds(cfg.seed, step, len(refs)),
                                 groups_at_once=cfg.groups_at_once, attempts=cfg.attempts, judge=judge)
         # a source that keeps a pool of earlier traces (GenEnv's D_train) adds groups of it to the update
         replayed = source.replay(state) if hasattr(source, "replay") else []
-        metrics = grpo_update(model, opt, [*groups, *replayed], beta_kl=cfg.beta_kl, clip=cfg.clip, ref_policy=ref)
+        metrics = grpo_update(model, opt, [*groups, *replayed], beta=cfg.beta, clip=cfg.clip, ref_policy=ref)
         results = group_results(refs, [[r.to_row() for r in g] for g in groups])
         state = source.update(state, results)
-        served = [_served(r, res, d) for r, res, d in zip(refs, results, d_t, strict=True)]
         write_rows([r for g in groups for r in g], out / "rollouts.jsonl", step=step)
-        append_rows(out / "steps.jsonl", [{
-            "step": step, "source": source.name, **metrics, "served": served, "replayed": len(replayed),
-            "turns": float(np.mean([r.n_turns for g in groups for r in g])),
-            "mean_d_t": float(np.mean(d_t)), "mean_d_theta": d_theta, "scheduler": source.summary(state)}])
+        shared = step_row(step, source.name, results, metrics, replayed=len(replayed), scheduler=source.summary(state))
+        own = {k: metrics[k] for k in ("loss", "kl", "clip_fraction", "grad_norm", "n_steps")}
+        append_rows(out / "steps.jsonl", [{**own, "mean_d_theta": d_theta, **shared}])
         if cfg.eval_every and eval_tasks and (step + 1) % cfg.eval_every == 0:
             bar.set_postfix_str(f"held-out evaluation on {len(eval_tasks)} task(s)")
             append_rows(out / "evals.jsonl", [{"step": step, "pass_rate": evaluate(

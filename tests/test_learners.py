@@ -196,7 +196,7 @@ def test_update_raises_the_rewarded_skill_and_skips_dead_groups():
     target = groups[0][0].info["steps"][0]["skill"]
     p0 = dist(policy, "access-log")[target]
     for _ in range(3):
-        grpo_update(policy, opt, fake_groups(policy, [[1, 0, 0, 0]]), beta_kl=0.0)
+        grpo_update(policy, opt, fake_groups(policy, [[1, 0, 0, 0]]), beta=0.0)
     assert dist(policy, "access-log")[target] > p0 + 0.1
     state = {n: p.detach().clone() for n, p in policy.named_parameters()}
     dead = fake_groups(policy, [[1, 1, 1, 1], [0, 0, 0, 0], [1, 0, 0, 0]])
@@ -211,10 +211,10 @@ def test_kl_to_the_reference_is_exact_and_finite():
     """β·KL(π ‖ π_ref): zero at the start, positive and finite after the policy moved, no NaN gradients."""
     policy = SkillPolicy(PolicyConfig(seed=3))
     ref, opt = frozen_copy(policy), torch.optim.Adam(policy.parameters(), lr=0.05)
-    first = grpo_update(policy, opt, fake_groups(policy, [[1, 0, 0, 0]]), beta_kl=0.1, ref_policy=ref)
+    first = grpo_update(policy, opt, fake_groups(policy, [[1, 0, 0, 0]]), beta=0.1, ref_policy=ref)
     assert first["kl"] == pytest.approx(0.0, abs=1e-7)
     for _ in range(3):
-        m = grpo_update(policy, opt, fake_groups(policy, [[1, 0, 0, 0]]), beta_kl=0.1, ref_policy=ref)
+        m = grpo_update(policy, opt, fake_groups(policy, [[1, 0, 0, 0]]), beta=0.1, ref_policy=ref)
     assert 0 < m["kl"] < 10 and np.isfinite(m["grad_norm"])
     assert all(torch.isfinite(p).all() for p in policy.parameters())
     assert all(not p.requires_grad for p in ref.parameters())

@@ -92,6 +92,6 @@ def test_runs_in_the_trl_path(envs, tmp_path):
     trainer = T.train_llm(T.tiny_llama(tok), ReplayFailed(envs, replay_prob=1.0), tmp_path / "trl", cfg,
                           tokenizer=tok, progress=False)
     rows = read_rows(tmp_path / "trl" / "steps.jsonl")
-    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [r["step"] for r in rows] == [0, 1, 2]
     assert trainer.scheduler.source.name == "replay"
     assert_failures_replayed(rows)

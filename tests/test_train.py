@@ -80,7 +80,7 @@ def test_killed_run_resumes_to_the_same_rows(store, tmp_path):
 
 
 def test_resume_with_another_configuration_is_refused(store, tmp_path):
-    """The τ-ablation trap: a run resumed with another EL config (or lr, or start weights) is a clear error,
+    """The τ-ablation trap: a run resumed with another EL config (or learning rate, or start weights) is a clear error,
     not a silent continuation under the old one; more steps with the same configuration (or another
     parallelism) are allowed."""
     cfg = dataclasses.replace(TINY, steps=1)
@@ -88,8 +88,8 @@ def test_resume_with_another_configuration_is_refused(store, tmp_path):
     out = train(make_source("el", envs=envs), PolicyConfig(), tmp_path / "run", cfg, progress=False)
     with pytest.raises(ResumeError, match="source.config"):
         train(make_source("el", envs=envs, config=ELConfig(tau=0.5)), PolicyConfig(), out, cfg, progress=False)
-    with pytest.raises(ResumeError, match="config.lr"):
-        train(make_source("el", envs=envs), PolicyConfig(), out, dataclasses.replace(cfg, lr=0.1), progress=False)
+    with pytest.raises(ResumeError, match="config.learning_rate"):
+        train(make_source("el", envs=envs), PolicyConfig(), out, dataclasses.replace(cfg, learning_rate=0.1), progress=False)
     with pytest.raises(ResumeError, match="init_policy"):
         train(make_source("el", envs=envs), PolicyConfig(), out, cfg, init_policy=new_policy(PolicyConfig(), 5),
               progress=False)
@@ -103,7 +103,7 @@ def test_warm_start_is_the_initial_policy_and_the_kl_reference(store, tmp_path):
     warm = new_policy(PolicyConfig(), 0)
     with torch.no_grad():
         warm.skill_bias += 0.5  # weights the fresh learner of seed 0 does not have
-    cfg = dataclasses.replace(TINY, steps=1, tasks_per_step=4, beta_kl=0.1)
+    cfg = dataclasses.replace(TINY, steps=1, tasks_per_step=4, beta=0.1)
     evolved = ELConfig(start_generation=1)  # the evolved environments this test's fixed seeds were checked on
     out = train(make_source("random", envs=store_envs(store), config=evolved), PolicyConfig(), tmp_path / "warm",
                 cfg, init_policy=warm, progress=False)

@@ -99,7 +99,7 @@ def test_tiny_model_trains_through_the_sandbox_env(tiny_run):
     unchanged = [n for n, p in model.named_parameters() if p.requires_grad and torch.equal(p.detach(), before[n])]
     assert not unchanged, f"parameters that did not change: {unchanged}"
     steps = rows(tiny_run["out"] / "steps.jsonl")
-    assert [r["step"] for r in steps] == [1, 2]
+    assert [r["step"] for r in steps] == [0, 1]
     for r in steps:
         assert {"reward", "frac_reward_zero_std", "dead_group_share", "partially_solved_share", "turns",
                 "tokens_per_turn", "masked_share", "sandbox_seconds", "scheduler"} <= r.keys()
@@ -307,7 +307,7 @@ def test_second_call_resumes_from_the_checkpoint(tiny_run, tokenizer, lineage):
     cfg = dataclasses.replace(tiny_run["cfg"], steps=3)
     trainer = T.train_llm(T.tiny_llama(tokenizer), el_source(lineage, tiny_run["el"]), out, cfg, tokenizer=tokenizer,
                           progress=False)
-    assert [r["step"] for r in rows(out / "steps.jsonl")] == [1, 2, 3]
+    assert [r["step"] for r in rows(out / "steps.jsonl")] == [0, 1, 2]
     assert trainer.scheduler.batches == 3
 
 

@@ -86,7 +86,7 @@ def test_train_llm_with_config_file_reports_to_tensorboard(tmp_path):
     events = list((out / "trl" / "runs").rglob("events.out.tfevents.*"))
     assert events and all(e.stat().st_size > 0 for e in events)
     rows = [json.loads(x) for x in (out / "steps.jsonl").read_text().splitlines()]
-    assert [r["step"] for r in rows] == [1]
+    assert [r["step"] for r in rows] == [0]
     args = torch.load(out / "trl" / "checkpoint-1" / "training_args.bin", weights_only=False)
     assert args.max_grad_norm == 0.5 and args.max_steps == 1 and args.num_generations == 2
     assert args.report_to == ["tensorboard"]

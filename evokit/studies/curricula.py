@@ -1,7 +1,7 @@
 """EE's curricula study: EL vs random order on the same evolved store, from the same pretrained learner, over runs.
 
-Rows per run and curriculum: ``run-<s>/train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl``
-(:func:`evokit.train.train`); notebooks ``ee_el_scheduler`` (claim 4) and ``ee_trajectory_growth``
+Rows per run and curriculum: ``run-<s>/train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl``,
+written by the study's trainer (:mod:`evokit.training.trainers`, chosen by ``policy``); notebooks ``ee_el_scheduler`` (claim 4) and ``ee_trajectory_growth``
 (claim 5) read the same study. The shared start (learner, seed filter, N_{i,g}, runs) and its
 departures from EE are in :mod:`evokit.studies.warm_start`. Here:
 
@@ -13,6 +13,13 @@ departures from EE are in :mod:`evokit.studies.warm_start`. Here:
 * **Claim 5 (trajectory growth).** Per run, the slope of turns per trajectory over the steps under
   EL, with its interval (the paper: turns rise as harder generations unlock); the slope of the
   served generation beside it, so a rise can be told from a flat schedule.
+* **Either policy.** ``policy="cpu"`` (the default) trains the warm-started CPU learner; an LLM spec
+  (``"tiny"``, ``"smollm2"``, a model folder; :func:`evokit.trl_trainer.load_policy`) trains that
+  model through TRL on the same stores and task sources, with ``llm`` (``LLMTrainConfig`` fields:
+  ``max_completion_length``, ``max_turns``, …) for what only the LLM has. Both write the same row
+  (:mod:`evokit.training.steps`), so the frame, the summary and the figures are the same code. The
+  LLM starts from its own weights (no solver pretraining) and samples at its ``temperature`` (the
+  study's ``temperature`` is the CPU student's).
 * **Turns.** The learner tries up to ``attempts`` techniques per step, reading its command's
   result (:mod:`evokit.solvers`), so turns per trajectory are plan steps plus retries: they
   depend on how hard the steps are for this learner, not only on plan length.
@@ -43,7 +50,8 @@ from evokit.studies.warm_start import (
     seed_admission,
     seed_pool,
 )
-from evokit.train import TrainConfig, train
+from evokit.train import TrainConfig
+from evokit.training.trainers import CPU, Trainer, make_trainer
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,14 @@ class CurriculaStudy(EEStudy):
 
     curricula: tuple[str, ...] = ("el", "random")
     first: int = 50  # EE compares the curricula over the first 50 GRPO steps
+    policy: str = CPU  # who learns: "cpu" (the CPU learner) or an LLM model spec ("tiny", "smollm2", a folder)
+    llm: dict | None = None  # LLMTrainConfig fields for an LLM policy (e.g. max_completion_length, max_turns)
+
+    def record(self) -> dict:
+        """What ``study.json`` holds: every field; ``policy`` and ``llm`` only for an LLM, so a CPU study's
+        folder holds the same record whichever evokit wrote it."""
+        rec = {"study": "curricula", **asdict(self)}
+        return {k: v for k, v in rec.items() if k not in ("policy", "llm")} if self.policy == CPU else rec
 
 
 def train_config(study: EEStudy, run: int, workers: int, **extra) -> TrainConfig:
@@ -61,23 +77,33 @@ def train_config(study: EEStudy, run: int, workers: int, **extra) -> TrainConfig
                        attempts=study.attempts, **{"eval_every": 0, **extra})
 
 
+def run_trainer(results_dir: str | Path, study: CurriculaStudy, run: int, workers: int) -> Trainer:
+    """Run ``run``'s trainer: the run's warm-started learner for ``policy="cpu"``, else the LLM through TRL."""
+    if study.policy == CPU:
+        solver = learner(results_dir, study, run)
+        return make_trainer(learner=solver.policy, judge=solver.judge, cpu=train_config(study, run, workers))
+    from evokit.trl_trainer import LLMTrainConfig
+
+    return make_trainer(study.policy, llm=LLMTrainConfig(**(study.llm or {})))
+
+
 def curricula_study(results_dir: str | Path, study: CurriculaStudy = CurriculaStudy(), *, workers: int = 2,
                     progress: bool = True) -> Path:
-    """Per run: seeds → lineages → one GRPO run per curriculum (same store, same learner, same rollout seeds).
+    """Per run: seeds → lineages → one GRPO run per curriculum (same store, same policy, same rollout seeds).
 
     Read the rows with :func:`curricula_frame` and :func:`curricula_summary`.
     """
     out = Path(results_dir)
-    check_study(out, {"study": "curricula", **asdict(study)})
+    check_study(out, study.record())
     pool = seed_pool(out, study, workers=workers)
     for run in tqdm(study.run_seeds(), desc="runs", disable=not progress):
         store = run_store(out, run_seed_dirs(out, pool, study, run), study, run, workers=workers)
-        solver = learner(out, study, run)
+        trainer = run_trainer(out, study, run, workers)
         envs = store_envs(store)
         for name in study.curricula:
-            train(make_source(name, envs=envs), solver.policy.config, run_dir(out, run) / "train" / name,
-                  train_config(study, run, workers), init_policy=solver.policy, judge=solver.judge,
-                  progress=False)
+            cfg = trainer.config(steps=study.steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
+                                 seed=run)
+            trainer.train(make_source(name, envs=envs), run_dir(out, run) / "train" / name, cfg)
     return out
 
 

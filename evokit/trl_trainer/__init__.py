@@ -30,9 +30,12 @@ checkpoints and vLLM stay TRL's (``trl`` ≥ 1.16, read from ``trl/trainer/grpo_
    scheduler state) are TRL's ``checkpoint-N`` folders; calling :func:`train_llm` again resumes
    from the last one (:mod:`.checkpoints`).
 4. **Rows** (``steps.jsonl``, one per update; ``rollouts.jsonl``, one per episode; :mod:`.checkpoints`)
-   carry what the papers plot: reward, dead-group share (TRL's ``frac_reward_zero_std`` and
-   evokit's own count over unmasked rollouts), partially-solved share, turns per trajectory, model
-   tokens per turn, masked share, seconds in the sandbox, and the scheduler's position.
+   carry what the papers plot: the row the CPU loop writes too (:mod:`evokit.training.steps`: step
+   from 0, source, served groups, dead-group, partially-solved and masked shares over unmasked
+   rollouts, turns, mean D_T, the scheduler's position) over TRL's own logs (reward,
+   ``frac_reward_zero_std``, model tokens per turn, seconds in the sandbox, …). The GRPO fields
+   both loops share are :class:`evokit.training.settings.GRPOSettings`, which
+   :class:`LLMTrainConfig` extends.
 
 Deviations from the papers, stated here: the pass rate fed back is successes / unmasked rollouts
 (masked rollouts do not count); an all-masked group leaves the scheduler unchanged. TRL's default

@@ -1,14 +1,14 @@
 """What a run leaves on disk: metric rows, and the scheduler state inside TRL's checkpoints.
 
-Rows (``steps.jsonl``, one per update; ``rollouts.jsonl``, one per episode) carry what the papers
-plot: reward, dead-group share (TRL's ``frac_reward_zero_std`` and evokit's own count over
-unmasked rollouts), partially-solved share, turns per trajectory, model tokens per turn, masked
-share, seconds in the sandbox, and the scheduler's position. Checkpoints (model, optimizer,
+Rows (``steps.jsonl``, one per update; ``rollouts.jsonl``, one per episode): a step row is TRL's
+logs (reward, ``frac_reward_zero_std``, completion lengths, step time, evokit's tokens per turn and
+seconds in the sandbox) with the row both loops share over them (:mod:`evokit.training.steps`:
+``step`` from 0, ``source``, ``served``, the group shares, turns, ``mean_d_t``, the scheduler's position). Checkpoints (model, optimizer,
 scheduler state) are TRL's ``checkpoint-N`` folders; evokit adds its scheduler's state to each
 (``evokit_scheduler.pkl``), and a resumed run drops the rows of steps after the checkpoint.
 
 This module knows the trainer only through the attributes it reads (``scheduler``,
-``last_served``, ``rollout_rows``), so it imports nothing above it.
+``last_step``, ``rollout_rows``), so it imports nothing above it.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ def rows_callback(out: Path, trainer_ref: list):
             tr = trainer_ref[0]
             if not state.is_world_process_zero or not logs or "reward" not in logs:
                 return
-            row = {"step": state.global_step, **logs,
-                   "mean_reward": logs.get("reward"), "scheduler": tr.scheduler.summary(), "served": tr.last_served}
+            row = {**logs, **tr.last_step}  # TRL's logs, then the row both loops share (evokit.training.steps)
             append_rows(out / "steps.jsonl", [row])
             append_rows(out / "rollouts.jsonl", tr.rollout_rows)
             tr.rollout_rows = []
@@ -67,6 +66,6 @@ def resume(out: Path, scheduler) -> Path | None:
     if ck is not None:
         scheduler.load_state_dict(pickle.loads((ck / SCHEDULER_FILE).read_bytes()))
         step = int(ck.name.split("-")[-1])
-        keep_rows(out / "steps.jsonl", lambda r: r["step"] <= step)
-        keep_rows(out / "rollouts.jsonl", lambda r: r["step"] <= step)
+        keep_rows(out / "steps.jsonl", lambda r: r["step"] < step)  # checkpoint-N: updates 0 … N−1 are done
+        keep_rows(out / "rollouts.jsonl", lambda r: r["step"] < step)
     return ck

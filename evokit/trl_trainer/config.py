@@ -6,7 +6,8 @@ with B = 8 rollouts per environment for 200 steps). Its checks run at constructi
 setting is refused before a model is loaded. :class:`SetupError` is raised for anything that
 cannot train (model, tokenizer, tasks, settings); its message says what to change.
 
-This is the lowest module of the package: it imports no other part of it.
+This is the lowest module of the package: it imports no other part of it (the shared GRPO fields come
+from :mod:`evokit.training.settings`, below every loop).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from evokit.errors import UserError
+from evokit.training.settings import GRPOSettings, SettingsError
 
 SYSTEM_PROMPT = (
     "You are an agent working in a Linux terminal. Solve the task by calling the `bash` tool: each call "
@@ -33,16 +35,13 @@ class SetupError(UserError, ValueError):
 
 
 @dataclass(frozen=True)
-class LLMTrainConfig:
-    """One LLM GRPO run. Defaults are CPU-smoke sizes; EE's setting is group_size=8, steps=200."""
+class LLMTrainConfig(GRPOSettings):
+    """One LLM GRPO run: the shared GRPO fields (:class:`~evokit.training.settings.GRPOSettings`; ``steps`` =
+    TRL's max_steps, ``group_size`` = num_generations, ``learning_rate``, ``beta``, ``clip`` = epsilon, ``seed``)
+    and the TRL path's own. Defaults are CPU-smoke sizes; EE's setting is group_size=8, steps=200."""
 
-    steps: int = 10  # optimizer updates = TRL max_steps (EE: 200)
-    group_size: int = 8  # G = num_generations (EE: B = 8 rollouts per environment)
-    tasks_per_step: int = 2  # GRPO groups per update (dataset rows per generation batch)
     micro_batch: int | None = None  # rows per forward/backward (None: the whole batch; must divide it)
-    learning_rate: float = 1e-6  # TRL's GRPO default
-    beta: float = 0.0  # KL coefficient to the initial model (TRL default 0; DeepSeekMath used 0.04)
-    temperature: float = 1.0
+    temperature: float = 1.0  # TRL's sampling temperature (the CPU learner's is its PolicyConfig's)
     max_completion_length: int = 1024  # all turns of an episode: model tokens + tool outputs
     max_turns: int = 10  # tool calls per episode (TRL max_tool_calling_iterations)
     command_timeout_sec: float = 30.0  # one bash call; then it is killed (the tests still score the rollout)
@@ -66,7 +65,6 @@ class LLMTrainConfig:
     gradient_checkpointing: bool = False
     save_steps: int = 1  # a checkpoint every N updates (resume point)
     keep_checkpoints: int = 2
-    seed: int = 0
     system_prompt: str = SYSTEM_PROMPT
     chat_template: str = "auto"  # "auto" (own if it does tools, else ChatML tools) | "keep" | "chatml-tools"
     workers: int = 16  # threads for sandbox starts and tests
@@ -86,6 +84,10 @@ class LLMTrainConfig:
         for name in ("report_to", "lora_target_modules"):  # "a,b" (a flag's form) → ("a", "b")
             if isinstance(value := getattr(self, name), str):
                 object.__setattr__(self, name, tuple(v.strip() for v in value.split(",") if v.strip()))
+        try:
+            super().__post_init__()
+        except SettingsError as e:
+            raise SetupError(str(e)) from None
         if self.group_size < 2:
             raise SetupError(f"group_size (G) must be ≥ 2 for GRPO; got {self.group_size}")
         n = self.group_size * self.tasks_per_step

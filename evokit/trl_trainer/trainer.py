@@ -37,6 +37,7 @@ import torch
 
 from evokit.grpo import batch_stats
 from evokit.sources import Run, TaskRef, describe
+from evokit.training.steps import step_row
 from evokit.trl_trainer.checkpoints import resume, rows_callback
 from evokit.trl_trainer.config import LLMTrainConfig, SetupError
 from evokit.trl_trainer.env import RunContext, SandboxToolEnv, make_task_reward, tool_schema
@@ -54,7 +55,7 @@ def trainer_class():
 
         def __init__(self, *args, scheduler, run: RunContext, **kwargs):
             self.scheduler, self.evokit_run = scheduler, run
-            self.last_served: list[dict] = []
+            self.last_step: dict = {}  # the shared part of the next steps.jsonl row (evokit.training.steps)
             self.rollout_rows: list[dict] = []
             super().__init__(*args, **kwargs)
             run.eos_ids = tuple(self.eos_token_ids)
@@ -93,10 +94,8 @@ def trainer_class():
             m["sandbox_seconds"].append(sandbox)
             for k, v in self.scheduler.position().items():
                 m[k].append(v)
-            step = self.state.global_step + 1  # the update these rollouts feed
-            self.last_served = [{"slot": slot, "env": list(r.ref.key), "pass_rate": r.pass_rate, "n": r.stats.n,
-                                 "masked": r.stats.masked, "mean_reward": r.stats.mean_reward}
-                                for slot, r in enumerate(results)]
+            step = self.state.global_step  # the index, from 0, of the update these rollouts feed
+            self.last_step = step_row(step, self.scheduler.name, results, shares, scheduler=self.scheduler.summary())
             self.rollout_rows.extend({"step": step, **r} for r in records)
 
     return EvokitGRPOTrainer
@@ -110,6 +109,7 @@ SET_BY = {"output_dir": "--out", "max_steps": "steps", "num_generations": "group
           "save_total_limit": "keep_checkpoints", "report_to": "report_to", "use_cpu": "device", "bf16": "dtype",
           "activation_checkpointing": "gradient_checkpointing", "gradient_checkpointing": "gradient_checkpointing",
           "use_vllm": "generation", "vllm_mode": "generation", "vllm_server_base_url": "vllm_server_url",
+          "epsilon": "clip",
           "disable_tqdm": "the CLI's progress bar"}
 
 
@@ -136,7 +136,7 @@ def grpo_kwargs(cfg: LLMTrainConfig, out: Path, *, progress: bool = False) -> di
     return dict(
         output_dir=str(out / "trl"), max_steps=cfg.steps, num_generations=cfg.group_size,
         per_device_train_batch_size=micro, gradient_accumulation_steps=n // micro,
-        learning_rate=cfg.learning_rate, beta=cfg.beta, temperature=cfg.temperature,
+        learning_rate=cfg.learning_rate, beta=cfg.beta, epsilon=cfg.clip, temperature=cfg.temperature,
         max_completion_length=cfg.max_completion_length, max_tool_calling_iterations=cfg.max_turns,
         logging_steps=1, save_strategy="steps", save_steps=cfg.save_steps, save_total_limit=cfg.keep_checkpoints,
         report_to=list(cfg.report_to), seed=cfg.seed, shuffle_dataset=False, ignore_data_skip=True,
