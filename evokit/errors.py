@@ -42,7 +42,7 @@ class                                             branch       why
 ``sandbox.netns.NetworkSetupError``               EvokitError  slirp4netns failed under one sandbox (a harness fault)
 ``sandbox.oci_layers.LayerError``                 UserError    an image layer refused, or a bad ``$EVOKIT_LAYER_*``
 ``sandbox.oci_layers.LayerLimitError``            UserError    as its base
-``sandbox.image_pull.RegistryError``                UserError    an image reference or registry that cannot serve it
+``sandbox.image_pull.RegistryError``              UserError    an image reference or registry that cannot serve it
 ``sandbox.runtime.SandboxError``                  EvokitError  a sandbox that would not start or broke (harness)
 ``sandbox.runtime.SandboxSabotaged``              EvokitError  the agent took over a harness process; trial scores 0
 ``sandbox.stages.CopyFromError``                  UserError    a Dockerfile ``COPY --from`` that cannot be done
@@ -55,6 +55,7 @@ class                                             branch       why
 ``tasks.folder.TaskFormatError``                  UserError    a malformed task folder
 ``tasks.limits.LimitsError``                      UserError    task.toml limits out of range
 ``traces.TraceRowError``                          UserError    a rows file that is not evokit's rows
+``training.settings.SettingsError``               UserError    a GRPO setting out of its range (names the field)
 ``train.ResumeError``                             UserError    a run folder made with another config
 ``trl_trainer.config.SetupError``                 UserError    a training setup that cannot work (model, device)
 ``verify.trial.HarnessFault``                     EvokitError  the harness failed under a trial (not the task)
