@@ -2,7 +2,7 @@
 learner's render memo.
 
 A. A group of G = 8 rollouts of a verified 3-step procedural task by the CPU learner
-   (:class:`evokit.learners.SkillPolicy`), each rollout a real episode in a fresh sandbox judged by
+   (:class:`evokit.cpu_agent.policy.SkillPolicy`), each rollout a real episode in a fresh sandbox judged by
    the task's own tests, then one GRPO update on the group:
    * wall time of the group with ``--workers`` sandboxes in flight (default 2, the machine's cores);
    * the split, measured serially (one rollout at a time, so wall time = time waiting on sandbox
@@ -10,7 +10,7 @@ A. A group of G = 8 rollouts of a verified 3-step procedural task by the CPU lea
 B. The EL scheduler (:mod:`evokit.curriculum`) at the paper's full size (500 lineages × 15
    generations): the cost of one training step's scheduling (sample B tasks, apply B pass rates)
    as a ratio of one rollout's wall time (target: negligible).
-C. The learner's step commands (:func:`evokit.learners.step_command`): every step × every skill of
+C. The learner's step commands (:func:`evokit.cpu_agent.policy.step_command`): every step × every skill of
    its scenario for ``--plans`` seed plans, rendered with one task's shared step renders (as the
    learner does) against the same renders from scratch, alternating, as a ratio (same process).
 D. The same memo in a measurement as the EE studies make it (:func:`evokit.studies.population.measure`:
@@ -41,8 +41,14 @@ import torch  # noqa: E402
 
 from evokit import curriculum as C  # noqa: E402
 from evokit.catalog import skills_for  # noqa: E402
+from evokit.cpu_agent.policy import (  # noqa: E402
+    PolicyConfig,
+    SkillPolicy,
+    collect_groups,
+    grpo_update,
+    render_command,
+)
 from evokit.evolve import EvolveConfig, evolve  # noqa: E402
-from evokit.learners import PolicyConfig, SkillPolicy, collect_groups, grpo_update, render_command  # noqa: E402
 from evokit.plan import RenderCache, compose  # noqa: E402
 from evokit.sandbox.process import SUBPROCESS_CLOCK  # noqa: E402
 from evokit.seeds import make_seeds, sample_plan, seed_dirs, seed_specs  # noqa: E402
@@ -101,8 +107,8 @@ def measurement_seconds(n_envs: int, repeats: int) -> tuple[float, float]:
     measurement of ``n_envs`` evolved environments by solver A from an empty cache, medians over alternating rounds."""
     import shutil
 
-    import evokit.learners as learners
-    from evokit.solvers import build_solver
+    import evokit.cpu_agent.policy as learners
+    from evokit.cpu_agent.solvers import build_solver
     from evokit.studies.population import measure
 
     root = Path(tempfile.mkdtemp(prefix="evokit-bench-measure-"))

@@ -67,7 +67,7 @@ _EXPORTS: dict[str, str] = {
     "store_envs": "evokit.curriculum:store_envs",
     "train_learner": "evokit.train:train",
     "TrainConfig": "evokit.train:TrainConfig",
-    "PolicyConfig": "evokit.learners:PolicyConfig",
+    "PolicyConfig": "evokit.cpu_agent.policy:PolicyConfig",
     "train_llm": "evokit.trl_trainer.trainer:train_llm",
     "LLMTrainConfig": "evokit.trl_trainer.config:LLMTrainConfig",
     "make_trainer": "evokit.training.trainers:make_trainer",

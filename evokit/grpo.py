@@ -1,6 +1,6 @@
 """GRPO's group statistics and losses, the one place every loop takes them from (papers.md, "GRPO facts").
 
-Every loop (the CPU learner's :func:`evokit.learners.grpo_update`, the TRL trainer's logs, the
+Every loop (the CPU learner's :func:`evokit.cpu_agent.policy.grpo_update`, the TRL trainer's logs, the
 studies and the benchmarks) reads a group of rollouts through this module:
 
 * :func:`usable` — the one "usable rollout" rule: not masked, with a finite reward;

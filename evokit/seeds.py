@@ -11,7 +11,7 @@ written. ``out/seeds.jsonl`` indexes them.
 
 EE then keeps only hard seeds: :func:`select_seeds` is its difficulty filter (an independent
 solver passes a kept seed ≤ 4/8, and the longest of those are kept), :func:`measure_seeds` the
-measurement it reads (a data-pretrained :mod:`evokit.solvers` member, never the learner).
+measurement it reads (a data-pretrained :mod:`evokit.cpu_agent.solvers` member, never the learner).
 """
 
 from __future__ import annotations
@@ -239,14 +239,14 @@ def admit_seeds(measured: Sequence[dict], band: SeedBand = SeedBand()) -> list[d
 def measure_seeds(rows: Sequence[dict], out: Path, solver, *, seed: int, attempts: int, cache: Path,
                   rollouts: int = SEED_ROLLOUTS, workers: int = 2, groups_at_once: int = 1) -> list[dict]:
     """``rows`` (from :func:`make_seeds`) with the pass rate and mean turns of ``solver`` (a
-    :class:`evokit.solvers.Solver`, acting with ``attempts`` and its judge) over ``rollouts`` rollouts,
+    :class:`evokit.cpu_agent.solvers.Solver`, acting with ``attempts`` and its judge) over ``rollouts`` rollouts,
     and the mean turns of its successful rollouts (``success_turns``, None if none succeeded).
 
     Measured once per seed and kept in ``cache`` (JSONL by content hash; a cached row is what
     measuring again would give: the rollouts are seeded by ``seed`` and the seed's index).
     """
+    from evokit.cpu_agent.policy import collect_groups
     from evokit.grpo import group_stats
-    from evokit.learners import collect_groups
 
     known = {}
     if cache.exists():

@@ -3,13 +3,13 @@
 One loop, :func:`train`, for every curriculum of both papers: each step the source
 (:mod:`evokit.sources`; EL, random or D_T order, GenEnv's simulator, the co-evolution refresh,
 or a new one) serves ``tasks_per_step`` tasks, the policy runs a GRPO
-group of ``group_size`` rollouts on each, GRPO updates the policy (:func:`evokit.learners.grpo_update`),
+group of ``group_size`` rollouts on each, GRPO updates the policy (:func:`evokit.cpu_agent.policy.grpo_update`),
 and the groups' results go back into the source's state. A source with a ``replay(state)``
 method (GenEnv's accumulating pool D_train) adds groups of earlier traces to each update; the
 row's group statistics then count them too (``served`` and ``replayed`` tell them apart). Group statistics come from
 :mod:`evokit.grpo`, the draw of step t from :func:`evokit.seeding.step_rng`.
 
-The policy is the CPU learner (:mod:`evokit.learners`); the LLM policy trains through TRL
+The policy is the CPU learner (:mod:`evokit.cpu_agent.policy`); the LLM policy trains through TRL
 (:mod:`evokit.trl_trainer`) on the same sources. Rows: ``steps.jsonl`` (one per update),
 ``evals.jsonl`` (held-out pass rate), ``rollouts.jsonl``. A checkpoint (policy, optimizer,
 source state, step, the run's configuration) is written atomically after each step; a killed run
@@ -42,8 +42,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
-from evokit.errors import UserError
-from evokit.learners import (
+from evokit.cpu_agent.policy import (
     Judge,
     PolicyConfig,
     SkillPolicy,
@@ -53,6 +52,7 @@ from evokit.learners import (
     grpo_update,
     task_difficulty,
 )
+from evokit.errors import UserError
 from evokit.rollout import write_rows
 from evokit.rows import append_rows, keep_rows
 from evokit.seeding import group_seeds, step_rng
@@ -156,7 +156,7 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
     ``policy`` configures the learner (its seed is the run's); ``init_policy`` starts the run from
     given weights (EE's warm start), also the KL reference when ``config.beta_kl`` > 0. With ``config.attempts > 1``
     the learner reads its results and retries, ``judge`` deciding (a solver's
-    :class:`~evokit.solvers.ShapeJudge`; default :func:`~evokit.learners.exit_status_judge`), in
+    :class:`~evokit.cpu_agent.solvers.ShapeJudge`; default :func:`~evokit.cpu_agent.policy.exit_status_judge`), in
     training and held-out evaluation alike. Resuming with another ``config`` (``steps`` aside),
     ``policy``, ``source`` or ``init_policy`` raises :class:`ResumeError`.
     """

@@ -213,9 +213,9 @@ def test_train_starts_from_a_data_solver_and_resumes(tmp_path):
     p_T-prior learner) in the same folder is refused as another run, in one line. The pretraining shows a
     bar; each run ends with the summary of its rows (evokit.run_summary), and a run of groups of one
     rollout ends with the warning that GRPO had no signal."""
-    from evokit.learners import SkillPolicy
+    from evokit.cpu_agent.policy import SkillPolicy
+    from evokit.cpu_agent.solvers import build_solver, support_reference, world_solver
     from evokit.run_summary import run_report
-    from evokit.solvers import build_solver, support_reference, world_solver
 
     out = tmp_path / "run"
     args = ["train", "--source", "genenv", "--out", str(out), "--group-size", "2", "--tasks-per-step", "2"]

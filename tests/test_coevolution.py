@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from evokit.catalog import skills_for
+from evokit.cpu_agent.policy import PolicyConfig
 from evokit.evolve.baselines import BaselineError
 from evokit.evolve.coevolution import (
     Coevolution,
@@ -28,7 +29,6 @@ from evokit.evolve.coevolution import (
     synthesize,
     update_bank,
 )
-from evokit.learners import PolicyConfig
 from evokit.lineage import LineageStore
 from evokit.rows import read_rows
 from evokit.seeds import make_seeds

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from test_notebooks_training import run_notebook
 
-from evokit.learners import task_plan
+from evokit.cpu_agent.policy import task_plan
 from evokit.lineage import LineageStore
 from evokit.rows import read_rows
 from evokit.seeds import seed_dirs

@@ -19,10 +19,10 @@ import trl  # noqa: E402,F401  (required: a missing TRL must fail, not skip)
 from trl_support import TINY, scripted_sampler  # noqa: E402
 
 from evokit import trl_trainer as T  # noqa: E402
+from evokit.cpu_agent.policy import PolicyConfig  # noqa: E402
 from evokit.curricula.replay import ReplayFailed  # noqa: E402
 from evokit.curriculum import lineage_envs  # noqa: E402
 from evokit.grpo import GroupStats  # noqa: E402
-from evokit.learners import PolicyConfig  # noqa: E402
 from evokit.plan import Plan, Step, render  # noqa: E402
 from evokit.rows import read_rows  # noqa: E402
 from evokit.sources import GroupResult, Run, TaskRef, make_source, source_names  # noqa: E402

@@ -12,10 +12,10 @@ import math
 
 import pytest
 
+from evokit.cpu_agent.policy import PolicyConfig
 from evokit.curriculum import store_envs
 from evokit.evolve import EvolveConfig, evolve
 from evokit.grpo import SUCCESS
-from evokit.learners import PolicyConfig
 from evokit.rows import read_rows
 from evokit.run_summary import NO_SIGNAL_SHARE, run_report, summarize_steps, summary_lines
 from evokit.seeds import make_seeds, seed_dirs

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from evokit.cpu_agent.solvers import build_solver
 from evokit.seeds import (
     MAX_SEED_PASS,
     SeedBand,
@@ -18,7 +19,6 @@ from evokit.seeds import (
     measure_seeds,
     select_seeds,
 )
-from evokit.solvers import build_solver
 
 
 def test_filter_keeps_hard_seeds_longest_first():

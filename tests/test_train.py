@@ -17,10 +17,10 @@ import time
 import pytest
 import torch
 
+from evokit.cpu_agent.policy import PolicyConfig
 from evokit.curriculum import ELConfig, store_envs
 from evokit.evolve import EvolveConfig, evolve
 from evokit.genenv import GenEnvConfig, GenEnvSource
-from evokit.learners import PolicyConfig
 from evokit.rows import read_rows
 from evokit.seeds import make_seeds, seed_dirs
 from evokit.sources import make_source
@@ -63,7 +63,7 @@ def test_killed_run_resumes_to_the_same_rows(store, tmp_path):
     source = make_source("el", envs=store_envs(store))
     clean = train(source, PolicyConfig(), tmp_path / "clean", cfg, progress=False)
     code = ("from evokit.train import *; from evokit.curriculum import store_envs; "
-            "from evokit.sources import make_source; from evokit.learners import PolicyConfig; "
+            "from evokit.sources import make_source; from evokit.cpu_agent.policy import PolicyConfig; "
             f"train(make_source('el', envs=store_envs({str(store.root)!r})), PolicyConfig(), "
             f"{str(tmp_path / 'killed')!r}, TrainConfig(steps=6, tasks_per_step=2, group_size=4, eval_every=0), "
             "progress=False)")

@@ -18,9 +18,9 @@ import torch  # noqa: E402
 import trl  # noqa: E402,F401  (required: a missing TRL must fail, not skip)
 
 from evokit import trl_trainer as T  # noqa: E402
+from evokit.cpu_agent.policy import PolicyConfig  # noqa: E402
 from evokit.curriculum import EL, ELConfig, lineage_envs  # noqa: E402
 from evokit.genenv import TABLES, GenEnvConfig, GenEnvSource, Pools  # noqa: E402
-from evokit.learners import PolicyConfig  # noqa: E402
 from evokit.rows import read_rows  # noqa: E402
 from evokit.sources import Run  # noqa: E402
 from evokit.train import TrainConfig, train  # noqa: E402

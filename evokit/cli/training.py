@@ -26,7 +26,7 @@ def train(
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     workers: Annotated[int, typer.Option(help="rollouts at once")] = 2,
     learner: Annotated[str, typer.Option(help="solver: pretrained on data drawn from the world, never reads p_T "
-                                              "(evokit.solvers) | prior: log p_T in its logits, shared with D_T")
+                                              "(evokit.cpu_agent.solvers) | prior: log p_T in its logits, shared with D_T")
                        ] = "solver",
 ) -> None:
     """Train the CPU learner with GRPO on a curriculum or with GenEnv (the LLM policy: `evokit train-llm`).
@@ -38,11 +38,11 @@ def train(
     Example: evokit train --store runs/store --out runs/train --curriculum el
     """
     with console.status("loading torch, the learner and the task sources"):
+        from evokit.cpu_agent.policy import PolicyConfig
+        from evokit.cpu_agent.solvers import saved_policy, world_solver
         from evokit.curricula import source_from
         from evokit.genenv import GenEnvConfig, GenEnvSource
-        from evokit.learners import PolicyConfig
         from evokit.run_summary import run_report
-        from evokit.solvers import saved_policy, world_solver
         from evokit.train import ResumeError, TrainConfig
         from evokit.train import train as run_training
 

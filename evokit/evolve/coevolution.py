@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import ClassVar
 
 from evokit.catalog import skills_for
+from evokit.cpu_agent.policy import task_plan
 from evokit.curriculum import RandomOrder, RandomState, store_envs
 from evokit.difficulty import catalog_reference, score
 from evokit.evolve.baselines import BaselineError, plan_and_seed, store_task
 from evokit.grpo import usable
-from evokit.learners import task_plan
 from evokit.lineage import EnvRecord, LineageStore
 from evokit.plan import Plan, PlanError, Step, compose, render
 from evokit.seeds import MAX_STEPS, MIN_STEPS

@@ -77,7 +77,7 @@ class Pools:
         Only partially solved groups are drawn: a group whose rewards are all equal has zero GRPO
         advantage and would add nothing to the update. Each row becomes a :class:`~evokit.rollout.Rollout`
         with its stored ``info`` (the chosen skills and their log-probabilities under the policy that
-        acted, the ratio's denominator in :func:`evokit.learners.grpo_update`).
+        acted, the ratio's denominator in :func:`evokit.cpu_agent.policy.grpo_update`).
         """
         live = [g for g in self.train_groups(before_epoch) if not group_stats(g).dead]
         if n <= 0 or not live:

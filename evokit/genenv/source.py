@@ -60,7 +60,7 @@ class GenEnvConfig:
     update of the agent takes this epoch's groups plus ``replay`` × as many partially solved groups
     drawn from D_train's earlier epochs (:meth:`GenEnvSource.replay`; ``replay=0``: on-policy only).
     A replayed group keeps the log-probabilities of the policy that acted, so the clipped ratio of
-    :func:`evokit.learners.grpo_update` bounds how far a stale group moves the agent (a deviation:
+    :func:`evokit.cpu_agent.policy.grpo_update` bounds how far a stale group moves the agent (a deviation:
     the paper does not say how D_train enters the update). Only the CPU loop (:func:`evokit.train.train`)
     asks for these groups: TRL 1.16's ``GRPOTrainer`` has no input for stored completions, so the
     TRL path (:mod:`evokit.trl_trainer`) fills D_train but updates its LLM agent on-policy only (a

@@ -21,7 +21,7 @@ departures from EE are in :mod:`evokit.studies.warm_start`. Here:
   LLM starts from its own weights (no solver pretraining) and samples at its ``temperature`` (the
   study's ``temperature`` is the CPU student's).
 * **Turns.** The learner tries up to ``attempts`` techniques per step, reading its command's
-  result (:mod:`evokit.solvers`), so turns per trajectory are plan steps plus retries: they
+  result (:mod:`evokit.cpu_agent.solvers`), so turns per trajectory are plan steps plus retries: they
   depend on how hard the steps are for this learner, not only on plan length.
 """
 

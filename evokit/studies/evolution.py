@@ -16,7 +16,7 @@ stated here once (the measurement's own departures are in :mod:`evokit.studies.p
 1. **Sizes.** A few evolution seeds (each its own seed tasks and its own evolution choices) ×
    a few lineages × 8 generations at smoke size, instead of 500 seeds × 15 generations; every
    claim is an estimate across evolution seeds with a 95 % interval (:mod:`evokit.stats`).
-2. **Reference models.** The solver population A, B, C of :mod:`evokit.solvers`, pretrained on
+2. **Reference models.** The solver population A, B, C of :mod:`evokit.cpu_agent.solvers`, pretrained on
    data (never on p_T), with up to ``attempts`` techniques per step: pass rate and turns are
    measurements. The population's pass rate of an environment is the mean of the three.
 3. **Seeds.** As EE's filter, a seed is kept when an independent solver (the filter solver, not
@@ -71,7 +71,7 @@ class EvolutionStudy:
     efforts: tuple[str, ...] = ("low", "high", "max")
     directions: tuple[str, ...] = ("all",)  # "all": EE's shuffled schedule; or pinned directions
     difficulty_gate: bool = True  # the D_T gate of the proposer and reviewer (module docstring, 4)
-    solvers: tuple[str, ...] = ("A", "B", "C")  # the measuring population (evokit.solvers)
+    solvers: tuple[str, ...] = ("A", "B", "C")  # the measuring population (evokit.cpu_agent.solvers)
     rollouts: int = ROLLOUTS
     attempts: int = ATTEMPTS
     seed_pass: tuple[float, float] = (0.0, 0.5)  # EE: keep seeds the filter solver passes ≤ 4/8

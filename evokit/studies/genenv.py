@@ -15,7 +15,7 @@ Every arm's agent also trains on its accumulating pool D_train (``replay``; :cla
 
 **The agent is pretrained from data, not from p_T** (so D_T and the agent do not share p_T): per seed a solver is
 pretrained on a seeded corpus of solved steps drawn from the world's frequencies
-(:func:`evokit.solvers.pretrain`, the ``world`` mixture, :data:`evokit.solvers.CORPUS_SIZE` steps),
+(:func:`evokit.cpu_agent.solvers.pretrain`, the ``world`` mixture, :data:`evokit.cpu_agent.solvers.CORPUS_SIZE` steps),
 as GenEnv starts from a base model; its logits contain no log p_T. D_T is only reported.
 
 **The paper's starting condition** (docs/preregistration.md, claim 7). GenEnv's base model solves
@@ -48,15 +48,15 @@ import torch
 
 from evokit import genenv
 from evokit.benchmark import BENCHMARK, benchmark_tasks
+from evokit.cpu_agent.policy import SkillPolicy, evaluate, step_goals
+from evokit.cpu_agent.solvers import CORPUS_SIZE, saved_policy, world_solver
 from evokit.genenv import GenEnvConfig, GenEnvSource
 from evokit.genenv.simulator import Simulator, init_simulator, sample_plans
 from evokit.grpo import dead_group_probability
-from evokit.learners import SkillPolicy, evaluate, step_goals
 from evokit.plan import compose
 from evokit.reference import GENENV_ZONE
 from evokit.rollout import rollout_workers
 from evokit.rows import append_rows, read_rows
-from evokit.solvers import CORPUS_SIZE, saved_policy, world_solver
 from evokit.stats import MIN_UNITS, difference, interval, precondition, verdict, withheld
 from evokit.studies.folder import check_study
 from evokit.train import TrainConfig, final_policy, train
@@ -121,7 +121,7 @@ FULL = GenEnvStudy(epochs=10, batches_per_epoch=16, tasks_per_batch=4, rollouts=
 
 
 def base_solver(out: Path, seed: int, corpus_size: int) -> SkillPolicy:
-    """Seed ``seed``'s base agent (:func:`evokit.solvers.world_solver`), cached in ``out/solver.pt``."""
+    """Seed ``seed``'s base agent (:func:`evokit.cpu_agent.solvers.world_solver`), cached in ``out/solver.pt``."""
     return saved_policy(out / "solver.pt", world_solver(seed, corpus_size))
 
 

@@ -41,6 +41,8 @@ import pandas as pd
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.benchmark import BENCHMARK, BenchmarkConfig, benchmark_tasks, check_disjoint
+from evokit.cpu_agent.policy import collect_groups, evaluate
+from evokit.cpu_agent.solvers import Solver
 from evokit.curriculum import RandomOrder, store_envs
 from evokit.evolve.coevolution import (
     Coevolution,
@@ -52,11 +54,9 @@ from evokit.evolve.coevolution import (
 )
 from evokit.evolve.ensemble import ensemble
 from evokit.grpo import group_stats
-from evokit.learners import collect_groups, evaluate
 from evokit.lineage import LineageStore
 from evokit.rollout import write_rows
 from evokit.rows import read_rows
-from evokit.solvers import Solver
 from evokit.sources import make_source
 from evokit.stats import MIN_UNITS, difference, interval, precondition, withheld
 from evokit.studies.curricula import MAX_AT_ZERO, admission_columns, train_config

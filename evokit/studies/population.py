@@ -2,7 +2,7 @@
 
 EE (papers.md, "experimental setup") measures every evolved environment by the **pass rate of
 strong reference models over 8 rollouts**. Here the reference models are the solver population of
-:mod:`evokit.solvers` (A, B, C: supervised pretraining on seeded corpora of different data
+:mod:`evokit.cpu_agent.solvers` (A, B, C: supervised pretraining on seeded corpora of different data
 mixtures; none of them reads p_T, the distribution D_T is defined by), and each rollout may read
 its command's exit status and printed result and retry another technique (``attempts``), so the
 turns a trajectory takes depend on how hard its steps are for the solver: turns are measured,
@@ -32,11 +32,11 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
+from evokit.cpu_agent.policy import collect_groups
+from evokit.cpu_agent.solvers import CORPUS_SIZE, SOLVERS, Solver, SolverConfig, build_solver
+from evokit.cpu_agent.world import CorpusConfig, Mixture
 from evokit.grpo import usable
-from evokit.learners import collect_groups
 from evokit.rows import append_rows, read_rows
-from evokit.solvers import CORPUS_SIZE, SOLVERS, Solver, SolverConfig, build_solver
-from evokit.world import CorpusConfig, Mixture
 
 ROLLOUTS = 8  # EE: pass rate over 8 rollouts (B = 8)
 ATTEMPTS = 3  # techniques a solver may try per step before it moves on (ours; fixed before the first run)

@@ -5,7 +5,7 @@ a task along length, scenario rarity and skill rarity makes it hard *in the worl
 so the difficulty should transfer to every solver, while co-evolution, which mines one agent's
 failures (Σ_t e_t·[−log p_θ(κ_t | σ_{t−1}, g)]), makes tasks hard for *that* agent. No paper
 measures it. This study does, with the data-pretrained solver population A, B, C of
-:mod:`evokit.solvers` (three data mixtures; none reads p_T), in real sandboxes.
+:mod:`evokit.cpu_agent.solvers` (three data mixtures; none reads p_T), in real sandboxes.
 
 One **repetition** r (the unit of the across-seed interval, :mod:`evokit.stats`) runs the whole
 pipeline with its own seed ``study.repetition_seed(r)``:
@@ -37,7 +37,7 @@ before the first run, are read by :func:`transfer_summary` from per-repetition v
 lies on the wrong side, "tie" when every estimate is on the claimed side but an interval crosses.
 
 Deviations, stated: the solvers are the fixed population A, B, C (one corpus draw each, as in
-:data:`evokit.solvers.SOLVERS`), so the repetitions resample tasks, evolution, bank and rollouts,
+:data:`evokit.cpu_agent.solvers.SOLVERS`), so the repetitions resample tasks, evolution, bank and rollouts,
 not the solvers' corpora; one command per step (``attempts=1``: the claim is about pass rate, and
 retries would only add turns); co-evolution gets one round (there is no RL loop here to refresh it).
 """
@@ -53,16 +53,16 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
+from evokit.cpu_agent.policy import collect_groups, task_plan
+from evokit.cpu_agent.solvers import SOLVERS, Solver, build_solver
 from evokit.evolve import EFFORTS, EvolveConfig, evolve
 from evokit.evolve.coevolution import WeaknessBank, bank_records, coevolve_round, update_bank
 from evokit.grpo import group_stats
-from evokit.learners import collect_groups, task_plan
 from evokit.lineage import LineageStore
 from evokit.rollout import rollout_workers
 from evokit.rows import append_rows, read_rows
 from evokit.seeding import call_seed
 from evokit.seeds import MAX_STEPS, MIN_STEPS, make_seeds, seed_dirs
-from evokit.solvers import SOLVERS, Solver, build_solver
 from evokit.stats import Interval, difference, interval, verdict
 from evokit.studies.folder import PhaseClock, check_study
 
@@ -80,7 +80,7 @@ class TransferStudy:
     effort: str = "high"  # EE's default effort
     rollouts: int = 4  # rollouts per task and solver for a pass rate (EE: 8)
     bank_rollouts: int = 8  # the target's rollouts per seed that feed the weakness bank (one GRPO group, B = 8)
-    solvers: tuple[str, ...] = ("A", "B", "C")  # the population (evokit.solvers.SOLVERS)
+    solvers: tuple[str, ...] = ("A", "B", "C")  # the population (evokit.cpu_agent.solvers.SOLVERS)
     target: str = "A"  # whose failures co-evolution mines
     seed: int = 0
 

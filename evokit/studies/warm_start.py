@@ -3,8 +3,8 @@
 What EE's curricula and method studies share, and how it departs from EE (stated once here):
 
 * **The learner is pretrained on data** (so it does not share p_T with D_T). Each run's student is a member of the solver
-  population (:mod:`evokit.solvers`, ``EEStudy.learner``) pretrained on its own corpus drawn
-  with the run's seed (:meth:`~evokit.solvers.SolverConfig.reseeded`): it never reads p_T.
+  population (:mod:`evokit.cpu_agent.solvers`, ``EEStudy.learner``) pretrained on its own corpus drawn
+  with the run's seed (:meth:`~evokit.cpu_agent.solvers.SolverConfig.reseeded`): it never reads p_T.
   Its pretraining is our stand-in for EE's step 0 (rejection-sampling fine-tuning); GRPO then
   starts from it with **no KL anchor** (``TrainConfig.beta_kl`` = 0, TRL's default, in every
   study: papers.md states no KL coefficient for EE's GRPO, so the student may drift from its
@@ -49,12 +49,8 @@ from pathlib import Path
 
 import torch
 
-from evokit.evolve import EvolveConfig, evolve
-from evokit.learners import PolicyConfig, SkillPolicy
-from evokit.lineage import LineageStore
-from evokit.rollout import rollout_workers
-from evokit.seeds import SeedBand, admit_seeds, make_seeds, measure_seeds
-from evokit.solvers import (
+from evokit.cpu_agent.policy import PolicyConfig, SkillPolicy
+from evokit.cpu_agent.solvers import (
     ShapeJudge,
     Solver,
     SolverConfig,
@@ -62,6 +58,10 @@ from evokit.solvers import (
     solver_config,
     support_reference,
 )
+from evokit.evolve import EvolveConfig, evolve
+from evokit.lineage import LineageStore
+from evokit.rollout import rollout_workers
+from evokit.seeds import SeedBand, admit_seeds, make_seeds, measure_seeds
 
 N_DOMAINS = 13  # the catalog's scenario domains: candidates cover each at each length once
 
@@ -79,7 +79,7 @@ class EEStudy:
     group_size: int = 8  # B (EE: 8)
     tasks_per_step: int = 2  # GRPO groups per update (not stated in EE)
     attempts: int = 3  # techniques a learner may try per step, reading its results (turns depend on difficulty)
-    learner: str = "A"  # the student: this population member, reseeded per run (evokit.solvers.SOLVERS)
+    learner: str = "A"  # the student: this population member, reseeded per run (evokit.cpu_agent.solvers.SOLVERS)
     temperature: float = 4.0  # the student's sampling temperature in rollouts (EE: 1.0; ours, see the docstring)
     seed_band: SeedBand = SeedBand()  # admitted: the run's student passes a seed within the band (EE: ≤ 4/8)
     candidate_steps: tuple[int, int] = (1, 3)  # plan lengths of the candidate seeds

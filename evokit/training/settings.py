@@ -9,7 +9,7 @@ or a config file names them one way (TRL's spelling: ``learning_rate``, ``beta``
 What is *not* here, and why:
 
 * ``temperature``: the CPU learner's sampling temperature is part of its policy
-  (:class:`evokit.learners.PolicyConfig`: it scales the logits that D_θ is measured on, and a warm
+  (:class:`evokit.cpu_agent.policy.PolicyConfig`: it scales the logits that D_θ is measured on, and a warm
   start carries it), while an LLM's is a setting of TRL's sampler; the two are not one knob.
 * ``workers``: sandboxes in flight per group slot in the CPU loop, threads for sandbox starts in
   the TRL path.

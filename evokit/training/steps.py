@@ -21,8 +21,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from evokit.cpu_agent.policy import task_plan
 from evokit.difficulty import catalog_reference, score_many
-from evokit.learners import task_plan
 from evokit.sources import GroupResult, TaskRef
 
 #: the shared fields of a ``steps.jsonl`` row and what each means

@@ -3,7 +3,7 @@
 A study (:mod:`evokit.studies`) trains through :class:`Trainer` and never calls a loop itself, so
 one parameter, ``policy``, chooses who learns (:func:`make_trainer`):
 
-* ``"cpu"`` — the CPU-scale learner (:mod:`evokit.learners`) in :func:`evokit.train.train`
+* ``"cpu"`` — the CPU-scale learner (:mod:`evokit.cpu_agent.policy`) in :func:`evokit.train.train`
   (:class:`CPUTrainer`; a study hands it the run's warm-started solver and judge);
 * an LLM — ``"tiny"`` (a random Llama with SmolLM2's tokenizer, for plumbing on CPU), ``"smollm2"``,
   a model folder or a ``.gguf`` file (:func:`evokit.trl_trainer.load_policy`) — through TRL's
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from evokit.learners import Judge, PolicyConfig, SkillPolicy
+from evokit.cpu_agent.policy import Judge, PolicyConfig, SkillPolicy
 from evokit.sources import TaskSource
 from evokit.train import TrainConfig, train
 from evokit.training.settings import GRPO_FIELDS, GRPOSettings

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from evokit.difficulty import catalog_reference, score, weakness
-from evokit.learners import (
+from evokit.cpu_agent.policy import (
     LearnerPolicy,
     PolicyConfig,
     SkillPolicy,
@@ -28,6 +27,7 @@ from evokit.learners import (
     task_difficulty,
     task_plan,
 )
+from evokit.difficulty import catalog_reference, score, weakness
 from evokit.plan import Plan, Step, compose, render
 from evokit.rollout import Rollout, rollout_group
 

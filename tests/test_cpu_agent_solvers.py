@@ -16,19 +16,24 @@ import numpy as np
 import pytest
 import torch
 
-import evokit.solvers as solvers_mod
+import evokit.cpu_agent.solvers as solvers_mod
 from evokit.catalog import SCENARIOS, SKILLS
-from evokit.learners import LearnerPolicy, collect_groups, evaluate_per_task, exit_status_judge
-from evokit.plan import Plan, Step, render
-from evokit.rollout import Episode, rollout_group
-from evokit.solvers import (
+from evokit.cpu_agent.policy import (
+    LearnerPolicy,
+    collect_groups,
+    evaluate_per_task,
+    exit_status_judge,
+)
+from evokit.cpu_agent.solvers import (
     SOLVERS,
     build_solver,
     pretrain,
     solver_config,
     support_reference,
 )
-from evokit.world import CorpusConfig, Mixture, sample_corpus, world_distribution
+from evokit.cpu_agent.world import CorpusConfig, Mixture, sample_corpus, world_distribution
+from evokit.plan import Plan, Step, render
+from evokit.rollout import Episode, rollout_group
 
 SEEDS = range(5)
 FORBIDDEN_NAMES = {"catalog_reference", "empirical_reference", "llm_reference", "conditional_reference",
@@ -54,7 +59,7 @@ def rarest(domain: str, n: int, *, common: bool = False) -> list[tuple[str, str]
 
 # ------------------------------------------------------------------------- never reads p_T
 def test_solver_module_source_reads_no_reference_distribution():
-    """AST of evokit/solvers.py: from evokit.difficulty only the Reference container; no estimator,
+    """AST of evokit/cpu_agent/solvers.py: from evokit.difficulty only the Reference container; no estimator,
     prior, multiplier or pair weight is named; pretrain() does not call the corpus sampler."""
     tree = ast.parse(Path(solvers_mod.__file__).read_text())
     for node in ast.walk(tree):
@@ -83,8 +88,8 @@ def test_pretraining_does_not_depend_on_the_catalog_priors(monkeypatch):
     a = pretrain(corpus, config)
     import dataclasses
 
+    import evokit.cpu_agent.policy as learners
     import evokit.difficulty as difficulty
-    import evokit.learners as learners
     rng = random.Random(7)
     for name, sc in list(SCENARIOS.items()):
         monkeypatch.setitem(SCENARIOS, name, dataclasses.replace(sc, prior=rng.uniform(0.01, 100)))

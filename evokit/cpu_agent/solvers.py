@@ -1,7 +1,7 @@
 """Solvers whose prior comes from data, and the solver population A, B, C.
 
-A solver is a :class:`~evokit.learners.SkillPolicy` whose "pretraining" is supervised learning
-on a finite corpus of solved steps (:func:`evokit.world.sample_corpus`), not the reference p_T
+A solver is a :class:`~evokit.cpu_agent.policy.SkillPolicy` whose "pretraining" is supervised learning
+on a finite corpus of solved steps (:func:`evokit.cpu_agent.world.sample_corpus`), not the reference p_T
 written into its logits. It relates to the world as an LLM's p_θ relates to p_T: it saw a
 seeded, finite, mixture-weighted sample, so it knows common situations well, rare pairs poorly
 or not at all, and each member of the population is weak in different places.
@@ -9,19 +9,19 @@ or not at all, and each member of the population is weak in different places.
 **It never reads p_T.** :func:`pretrain` takes only the corpus and this config. The policy is
 built on :func:`support_reference` — which techniques *apply* to which situation (the catalog's
 compatibility relation, uniform over it), never how common they are — with ``prior_weight = 0``,
-so the reference term of the logit is zero. ``tests/test_solvers.py`` enforces it twice: this
+so the reference term of the logit is zero. ``tests/test_cpu_agent_solvers.py`` enforces it twice: this
 module's source is inspected (no import of a difficulty estimator, no read of a prior, a
 multiplier or a pair weight), and pretraining with the catalog's priors replaced gives
 bit-identical weights.
 
-**What it sees while acting.** With ``attempts > 1`` (:class:`~evokit.learners.LearnerPolicy`)
+**What it sees while acting.** With ``attempts > 1`` (:class:`~evokit.cpu_agent.policy.LearnerPolicy`)
 a solver reads what an agent reads: its command's exit status and printed result, never the
 tests. Its :class:`ShapeJudge`, learned from the same corpus, predicts from the step's sentence
-which output *shape* (:func:`evokit.world.output_shape`: line count, fields per line, numeric or
+which output *shape* (:func:`evokit.cpu_agent.world.output_shape`: line count, fields per line, numeric or
 not) a correct result has; a result whose shape it finds unlikely (p < ``doubt``), or a failed
 command, is retried with another technique. A judge learned from few examples of a rare step
 is unsure about it, and a wrong technique often prints another shape, so a hard step costs
-more turns — measured (``tests/test_solvers.py``), not built in: a wrong result with the right
+more turns — measured (``tests/test_cpu_agent_solvers.py``), not built in: a wrong result with the right
 shape goes unnoticed, as an agent that only glances at its output would miss it.
 
 Deviations, stated: the judge's shapes are coarse (what a glance tells); the corpus holds
@@ -45,10 +45,16 @@ from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.catalog import SCENARIOS, SKILLS, compatible
 from evokit.catalog.registry import load_catalog
+from evokit.cpu_agent.policy import (
+    N_FEATURES,
+    LearnerPolicy,
+    PolicyConfig,
+    SkillPolicy,
+    goal_features,
+)
+from evokit.cpu_agent.world import CorpusConfig, Mixture, SolvedStep, output_shape, sample_corpus
 from evokit.difficulty import Reference  # the container only; never an estimator of p_T
-from evokit.learners import N_FEATURES, LearnerPolicy, PolicyConfig, SkillPolicy, goal_features
 from evokit.rollout import Turn
-from evokit.world import CorpusConfig, Mixture, SolvedStep, output_shape, sample_corpus
 
 
 def support_reference() -> Reference:
@@ -73,7 +79,7 @@ class SolverConfig:
     corpus: CorpusConfig
     seed: int = 0  # initialisation seed of the network
     dim: int = 32
-    noise: float = 0.5  # init scale of the skill embeddings (:class:`~evokit.learners.PolicyConfig`)
+    noise: float = 0.5  # init scale of the skill embeddings (:class:`~evokit.cpu_agent.policy.PolicyConfig`)
     pretrain_steps: int = 200  # full-batch Adam steps on the corpus
     lr: float = 0.05
     doubt: float = 0.15  # the judge rejects a result whose shape it gives p < doubt
@@ -204,6 +210,6 @@ def solver_config(name: str) -> SolverConfig:
 
 
 def build_solver(solver: str | SolverConfig, *, progress: bool = False) -> Solver:
-    """Draw the member's corpus from the world (:mod:`evokit.world`) and pretrain on it (``progress``: a bar)."""
+    """Draw the member's corpus from the world (:mod:`evokit.cpu_agent.world`) and pretrain on it (``progress``: a bar)."""
     config = solver_config(solver) if isinstance(solver, str) else solver
     return pretrain(sample_corpus(config.corpus), config, progress=progress)

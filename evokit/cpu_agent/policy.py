@@ -17,7 +17,7 @@ previous step's output file, so an early wrong choice propagates: that is why le
   learner (``evokit train --learner prior``, the mechanics' tests); but then D_T and the learner
   share p_T, and "D_T predicts pass rate" partly follows from the construction. Every experiment in :mod:`evokit.studies`,
   and ``evokit train`` by default, therefore uses w = 0 and a support-only reference, with the
-  prior learned from data (:mod:`evokit.solvers`). The learned part starts from seeded noise
+  prior learned from data (:mod:`evokit.cpu_agent.solvers`). The learned part starts from seeded noise
   (``noise``), so each seed has its *own* weaknesses (Δ_θ = Σ[d_θ − d_T]_+ ≠ 0) in different
   places; ``noise=0`` with w = 1 gives exactly p_T.
 * **Shared parameters.** Skill embeddings e_κ, biases b_κ and the word projection W are
@@ -317,7 +317,7 @@ def exit_status_judge(scenario: str, goal: Sequence[int], turn: Turn) -> bool:
 
     Measured on every compatible catalog pair (one-step tasks, every wrong candidate's command in
     the real sandbox), a wrong technique exits 0 with a non-empty output: this judge alone almost
-    never triggers a retry. A solver's learned judge (:mod:`evokit.solvers`) reads the output's shape.
+    never triggers a retry. A solver's learned judge (:mod:`evokit.cpu_agent.solvers`) reads the output's shape.
     """
     return turn.exit_code == 0 and bool(turn.output.strip())
 

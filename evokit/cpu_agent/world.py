@@ -2,7 +2,7 @@
 
 EE (papers.md, "why a task is hard") grounds difficulty in a reference distribution p_T "of
 broad world knowledge", and a model's p_θ is what it learned from a finite sample of that
-world. :mod:`evokit.learners`' :class:`~evokit.learners.SkillPolicy` instead *contains*
+world. :mod:`evokit.cpu_agent.policy`' :class:`~evokit.cpu_agent.policy.SkillPolicy` instead *contains*
 ``w·log p_T`` in its logits, so p_T sits on both sides of every D_T measurement and "D_T
 predicts pass rate" partly follows from the construction. This module is the other side only: it samples what a solver is pretrained on.
 
@@ -21,8 +21,8 @@ technique used, and the *shape* of the correct output (:func:`output_shape`). A 
 rare pairs appear a few times or never.
 
 D_T's reference stays the catalog (:func:`evokit.difficulty.catalog_reference`) or empirical
-counts of a disjoint family; the solver (:mod:`evokit.solvers`) never reads p_T, only the
-corpus this module returns (enforced by ``tests/test_solvers.py``).
+counts of a disjoint family; the solver (:mod:`evokit.cpu_agent.solvers`) never reads p_T, only the
+corpus this module returns (enforced by ``tests/test_cpu_agent_solvers.py``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evokit.catalog import SCENARIOS, compatible
-from evokit.world import (
+from evokit.cpu_agent.world import (
     CorpusConfig,
     Mixture,
     corpus_counts,
