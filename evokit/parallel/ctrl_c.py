@@ -112,38 +112,10 @@ def kill_own_sandboxes() -> int:
         leases = stale.leases_of(os.getpid())
     except Exception:  # no sandbox support here (or no run dir): nothing of ours to kill
         return 0
+    from evokit.sandbox.cgroup import kill_members
+
     groups = [Path(d) for e in leases for d in e.cgroup_dirs if Path(d).name == f"evokit-{e.id}"]
-    killed = 0
-    for d in groups:
-        killed += _kill_cgroup(d)
-    return killed
-
-
-def _cgroup_pids(d: Path) -> list[int]:
-    try:
-        return [int(p) for p in (d / "cgroup.procs").read_text().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def _kill_cgroup(d: Path, timeout: float = 1.0) -> int:
-    """SIGKILL the members of one cgroup (``cgroup.kill`` on v2, else each pid until none is left)."""
-    if not _cgroup_pids(d):
-        return 0
-    try:
-        (d / "cgroup.kill").write_text("1")
-        return 1
-    except OSError:
-        pass
-    deadline = time.monotonic() + timeout
-    while (pids := _cgroup_pids(d)) and time.monotonic() < deadline:  # a forking member needs rounds
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.01)
-    return 1
+    return sum(kill_members(d) for d in groups)
 
 
 def clean_stale_sandboxes() -> None:

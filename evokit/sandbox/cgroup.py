@@ -127,16 +127,8 @@ class Cgroup:
     def kill(self, timeout: float = 5.0) -> None:
         """SIGKILL every process in the group, then remove the cgroup directories."""
         deadline = time.monotonic() + timeout
-        while (pids := self.pids()) and time.monotonic() < deadline:
-            if self._write("cgroup.kill", "1"):
-                time.sleep(0.01)
-                continue
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.01)
+        for d in self.dirs:
+            kill_members(d, max(0.0, deadline - time.monotonic()))
         for d in self.dirs:
             for _ in range(100):
                 try:
@@ -146,3 +138,32 @@ class Cgroup:
                     break
                 except OSError:  # EBUSY while the kernel reaps the last tasks
                     time.sleep(0.02)
+
+
+def members(d: Path) -> list[int]:
+    """The processes in the cgroup folder ``d`` (none when it is gone or unreadable)."""
+    try:
+        return [int(p) for p in (d / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def kill_members(d: Path, timeout: float = 1.0) -> bool:
+    """SIGKILL every process in the cgroup folder ``d``: ``cgroup.kill`` where the kernel has it (v2),
+    else each member, in rounds (a forking member adds new ones), until none is left or ``timeout``
+    has passed. Returns whether it had members. The one kill every holder of a sandbox's cgroups
+    uses: the sandbox itself, Ctrl-C (:mod:`evokit.parallel.ctrl_c`) and stale clean-up."""
+    if not members(d):
+        return False
+    deadline = time.monotonic() + timeout
+    while (pids := members(d)) and time.monotonic() < deadline:
+        try:
+            (d / "cgroup.kill").write_text("1")
+        except OSError:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.01)
+    return True

@@ -24,11 +24,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from evokit.sandbox.cgroup import kill_members
 
 RUN_DIR = Path(os.environ.get("EVOKIT_RUN_DIR", "/run/evokit"))
 #: State older than this without a lease (made by an evokit from before leases) may be removed.
@@ -193,19 +194,7 @@ def remove(entry: Entry, run_dir: Path | None = None) -> list[str]:
         for d in map(Path, entry.cgroup_dirs):
             if d.name != f"evokit-{entry.id}":
                 continue  # a record names only its own cgroups; never follow anything else
-            for _ in range(50):
-                try:
-                    pids = [int(p) for p in (d / "cgroup.procs").read_text().split()]
-                except OSError:
-                    break
-                if not pids:
-                    break
-                for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                time.sleep(0.02)
+            kill_members(d, timeout=1.0)
             for _ in range(50):
                 try:
                     d.rmdir()
