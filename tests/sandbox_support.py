@@ -175,3 +175,18 @@ def running(image_or_sandbox, **kwargs):
         s.stop()
     left = leftovers(t, stopped_at)
     assert not left, f"sandbox {t.id} left behind: {left}"
+
+
+def reset_peak_rss() -> None:
+    """Reset this process's peak RSS (VmHWM), so that :func:`peak_rss` measures what follows."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory since the last :func:`reset_peak_rss`, in bytes."""
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/self/status")
+

@@ -122,6 +122,22 @@ def assert_zero(r) -> None:
 
 
 @pytest.mark.parametrize("which", ["example", "procedural"])
+
+def harbor_oracle_reward_is_0(task: Path, trials: Path) -> None:
+    """Harbor's own trial (oracle agent) on ``task`` in evokit's sandbox: it must end cleanly with reward 0."""
+    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
+    from harbor.trial.trial import Trial
+
+    config = TrialConfig(task=TaskConfig(path=task), trials_dir=trials, agent=AgentConfig(name="oracle"),
+                         environment=EnvironmentConfig(import_path="evokit.sandbox:BubblewrapEnvironment"))
+
+    async def go():
+        return await (await Trial.create(config)).run()
+
+    result = asyncio.run(go())
+    assert result.exception_info is None, result.exception_info
+    assert result.verifier_result.rewards == {"reward": 0.0}
+
 def test_honest_control_scores_one(tasks, which):
     """The reference solution through the same rollout path scores 1 (separate verifier), and
     the do-nothing agent 0: the attacks below score 0 because they fail, not because all do."""
@@ -230,23 +246,13 @@ def test_reward_daemon_under_harbors_trial(tmp_path, user):
     'oracle' solution starts the daemon and never writes the answer. The daemon keeps running while
     Harbor's verifier runs (shared mode keeps the agent's processes, as Harbor does), but the tests
     write their reward in the verifier's private mount, which no agent process can see: Harbor reads 0."""
-    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
-    from harbor.trial.trial import Trial
 
     task = tmp_path / "daemon"
     shutil.copytree(EXAMPLE, task)
     (task / "solution" / "solve.sh").write_text(f"#!/bin/bash\n{DAEMON}\nsleep 0.3\n")
     toml = (task / "task.toml").read_text().replace("[agent]\n", f'[agent]\nuser = "{user}"\n')
     (task / "task.toml").write_text(toml)
-    config = TrialConfig(task=TaskConfig(path=task), trials_dir=tmp_path / "trials", agent=AgentConfig(name="oracle"),
-                         environment=EnvironmentConfig(import_path="evokit.sandbox:BubblewrapEnvironment"))
-
-    async def go():
-        return await (await Trial.create(config)).run()
-
-    result = asyncio.run(go())
-    assert result.exception_info is None, result.exception_info
-    assert result.verifier_result.rewards == {"reward": 0.0}
+    harbor_oracle_reward_is_0(task, tmp_path / "trials")
 
 
 # ---------------------------------------------------------------- self-masking, sandbox damage
@@ -518,23 +524,13 @@ def test_shared_verifier_daemon_class_under_harbors_trial(tmp_path):
     """The same daemon through Harbor's ``Trial`` on ``BubblewrapEnvironment`` in Harbor's shared
     mode: the environment runs Harbor's verifier commands in the private namespaces, so Harbor
     reads 0, and the tests saw the daemon alive and its decoy taken."""
-    from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
-    from harbor.trial.trial import Trial
     from inject_support import daemon_task
 
     root = daemon_task(tmp_path / "daemon")
     toml = (root / "task.toml").read_text().replace('environment_mode = "separate"', 'environment_mode = "shared"')
     (root / "task.toml").write_text(toml)
     assert 'environment_mode = "shared"' in toml
-    config = TrialConfig(task=TaskConfig(path=root), trials_dir=tmp_path / "trials", agent=AgentConfig(name="oracle"),
-                         environment=EnvironmentConfig(import_path="evokit.sandbox:BubblewrapEnvironment"))
-
-    async def go():
-        return await (await Trial.create(config)).run()
-
-    result = asyncio.run(go())
-    assert result.exception_info is None, result.exception_info
-    assert result.verifier_result.rewards == {"reward": 0.0}
+    harbor_oracle_reward_is_0(root, tmp_path / "trials")
     logs = next((tmp_path / "trials").glob("*/verifier"))
     assert (logs / "alive.txt").read_text() == "alive\n"
     seen = (logs / "seen.txt").read_text().splitlines()

@@ -20,7 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sandbox_support import layer_dirs, make_context, running, temp_dirs
+from sandbox_support import layer_dirs, make_context, peak_rss, reset_peak_rss, running, temp_dirs
 
 from evokit.sandbox import DockerfileError, ImageBuildError, build_image
 
@@ -355,18 +355,6 @@ ENV PATH=/opt/v/bin:$PATH
 
 
 # ---------------------------------------------------------------- host files: host resources, cache
-def _reset_peak_rss() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # resets VmHWM (peak RSS) of this process
-
-
-def _peak_rss() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
-
-
 def test_copy_of_a_big_sparse_file_is_streamed_and_capped(tmp_path, sandbox_cache, monkeypatch):
     """Class 9: COPY of a 200 MiB sparse file keeps host peak RSS within 48 MiB (the tar goes through
     a temp file, not memory); a 1 GiB sparse file over the cap is a clear error naming file and cap."""
@@ -377,22 +365,22 @@ def test_copy_of_a_big_sparse_file_is_streamed_and_capped(tmp_path, sandbox_cach
         f.truncate(200 << 20)
         f.seek(100 << 20)
         f.write(b"middle")
-    _reset_peak_rss()
-    before = _peak_rss()
+    reset_peak_rss()
+    before = peak_rss()
     img = build_image(ctx, root=sandbox_cache)
-    assert _peak_rss() - before < 48 << 20
+    assert peak_rss() - before < 48 << 20
     with running(img) as s:
         assert s.exec("stat -c %s /data/big.bin && dd if=/data/big.bin bs=1M skip=100 count=1 2>/dev/null"
                       " | head -c 6").stdout == f"{200 << 20}\nmiddle"
     with open(ctx / "big.bin", "wb") as f:
         f.truncate(1 << 30)
     monkeypatch.setattr(copy_layer, "MAX_COPY_BYTES", 512 << 20)
-    _reset_peak_rss()
-    before = _peak_rss()
+    reset_peak_rss()
+    before = peak_rss()
     t0 = time.monotonic()
     with pytest.raises(DockerfileError, match=r"Dockerfile:2: .*big.bin \(1073741824 bytes\).*cap of 536870912"):
         build_image(ctx, root=sandbox_cache)
-    assert time.monotonic() - t0 < 30 and _peak_rss() - before < 48 << 20
+    assert time.monotonic() - t0 < 30 and peak_rss() - before < 48 << 20
 
 
 @pytest.mark.parametrize("kind", ["fifo", "socket"])

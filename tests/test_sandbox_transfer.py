@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 from docker_support import docker_client, docker_daemon  # noqa: F401
-from sandbox_support import running
+from sandbox_support import peak_rss, reset_peak_rss, running
 
 from evokit.sandbox import SandboxError
 from evokit.sandbox.transfer import TransferError, copy_between, download
@@ -128,27 +128,15 @@ def test_copy_between_ignores_a_trojaned_tar_and_shell(base_image):
         assert src.exec("test -e /app/pwned").return_code == 1
 
 
-def _reset_peak_rss() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")  # resets VmHWM (peak RSS) of this process
-
-
-def _peak_rss() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM in /proc/self/status")
-
-
 def test_sparse_3gib_log_download_keeps_host_memory_bounded(base_image, tmp_path):
     """The host-memory class: a 3 GiB sparse log comes back streamed (peak RSS grows < 64 MiB, holes kept on disk);
     with the default 1 GiB cap it is refused with an error naming the file and the cap."""
     with running(base_image) as s:
         assert s.exec("truncate -s 3G /logs/agent/huge.log && echo tail >> /logs/agent/huge.log").ok
-        _reset_peak_rss()
-        before = _peak_rss()
+        reset_peak_rss()
+        before = peak_rss()
         s.download_dir("/logs/agent", tmp_path / "logs", max_bytes=4 * GiB)
-        assert _peak_rss() - before < 64 * MiB
+        assert peak_rss() - before < 64 * MiB
         out = tmp_path / "logs" / "huge.log"
         assert out.stat().st_size == 3 * GiB + 5
         assert out.stat().st_blocks * 512 < 16 * MiB  # the holes stayed holes
