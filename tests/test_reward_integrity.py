@@ -121,8 +121,6 @@ def assert_zero(r) -> None:
     assert r.reward == 0.0, f"reward {r.reward}: the attack worked ({r.error})"
 
 
-@pytest.mark.parametrize("which", ["example", "procedural"])
-
 def harbor_oracle_reward_is_0(task: Path, trials: Path) -> None:
     """Harbor's own trial (oracle agent) on ``task`` in evokit's sandbox: it must end cleanly with reward 0."""
     from harbor.models.trial.config import AgentConfig, EnvironmentConfig, TaskConfig, TrialConfig
@@ -138,6 +136,8 @@ def harbor_oracle_reward_is_0(task: Path, trials: Path) -> None:
     assert result.exception_info is None, result.exception_info
     assert result.verifier_result.rewards == {"reward": 0.0}
 
+
+@pytest.mark.parametrize("which", ["example", "procedural"])
 def test_honest_control_scores_one(tasks, which):
     """The reference solution through the same rollout path scores 1 (separate verifier), and
     the do-nothing agent 0: the attacks below score 0 because they fail, not because all do."""
