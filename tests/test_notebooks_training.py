@@ -33,6 +33,12 @@ WITHHELD = "withheld at smoke size: 5 units, a verdict needs ≥ 10 (evokit.stat
 GENENV_PRE = ("withheld at smoke size: seeds 5, needs ≥ 10; highest base success on the initial simulator "
               "0.62, needs < 0.4")
 KNOWN = {**{(claim, 100): WITHHELD for claim in ("claim4", "claim5", "claim6", "claim7", "claim8", "claim9")},
+         ("claim4", 0): "withheld at smoke size: runs 5, needs ≥ 10; largest share of a run's admitted seeds at "
+                        "pass rate 0 0.75, needs ≤ 0.1. Intervals: share EL − random +0.225 [+0.053, +0.397], "
+                        "reward slope EL −0.0133 [−0.0300, +0.0035], random −0.0031 [−0.0118, +0.0056]",
+         ("claim5", 0): "withheld at smoke size: runs 5, needs ≥ 10; largest share of a run's admitted seeds at "
+                        "pass rate 0 0.75, needs ≤ 0.1",
+         ("claim6", 0): WITHHELD,
          ("claim7", 0): f"{GENENV_PRE}. Parts: learning success over the last third 0.36 [0.06, 0.66], "
                         "2 of 5 seeds in [0.4, 0.6] (needs 4)",
          ("claim8", 0): f"{GENENV_PRE}. Learning − random: fully solved per batch +0.07 [−0.16, +0.29], "
