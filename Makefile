@@ -43,10 +43,10 @@ nb: setup
 	$(PY) scripts/run_notebooks.py $(NAME) $(if $(FULL),--full,)
 
 ## What CI runs (`bash .ci/run`): the default suite, then every notebook at smoke sizes with its
-## assertions (one setup; measured on 2 cores with 2 test workers: 13.2 min + 36.1 min).
+## assertions on seed block 0 (one setup; measured on 2 cores with 2 test workers: 13.2 min + 47.4 min).
 check: setup engine
 	$(PY) -m pytest -m "not slow and not notebooks" $(XDIST) $(PYTEST_ARGS)
-	$(PY) -m pytest -m notebooks $(XDIST) $(PYTEST_ARGS)
+	$(PY) -m pytest -m "notebooks and not slow" $(XDIST) $(PYTEST_ARGS)
 
 ## The default test suite: everything not marked slow or notebooks (under ~15 min on 2 cores).
 test: setup engine
@@ -58,7 +58,7 @@ test-slow: setup-browser
 
 ## The notebooks end to end at smoke sizes (papermill into temporary folders, nbval): tens of minutes.
 test-notebooks: setup
-	$(PY) -m pytest -m notebooks $(XDIST) $(PYTEST_ARGS)
+	$(PY) -m pytest -m "notebooks and not slow" $(XDIST) $(PYTEST_ARGS)
 
 ## The lineage browser in a real browser: JupyterLab + headless Chromium, slider and menu moved, no
 ## console error (scripts/check_browser.py → results/browser_check/: report.json, screenshots; ~2 min).

@@ -1,0 +1,145 @@
+"""Shared by the notebook tests: run a notebook once per seed block, and check a claim's summary.
+
+Every claim a notebook records gets two tests that read the same run (a module-scoped fixture keyed
+by notebook and seed block, so both land on one worker under ``--dist loadgroup``):
+
+* a **consistency** test that holds on any block: the summary's structure, well-formed intervals
+  (``n`` units, ``lo ≤ estimate ≤ hi``, the method recorded), the preconditions reported with ``met``
+  agreeing with their value, and the verdict recomputed here from those numbers — withheld iff a
+  precondition failed, otherwise what the intervals say;
+* a **direction** test asserting the paper's claim (verdict "yes" in the paper's direction). Where a
+  run recorded the claim as not holding at smoke size, :func:`expect_claim` marks it
+  ``xfail(strict=True)`` with the recorded reason, so the test turns red when the claim starts to hold.
+
+Seed blocks: block 0 (``seed=0``: seeds 0..4 or runs 0..4) in the default notebooks suite, block
+100 marked ``slow`` (``make test-slow``), a block the design was not developed on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+
+#: The seed blocks every notebook runs on: block 0 by default, block 100 in the slow suite.
+BLOCKS = (pytest.param(0, id="block0"), pytest.param(100, id="block100", marks=pytest.mark.slow))
+
+METHODS = ("t", "bca", "percentile")
+
+
+def execute(name: str, base: Path, seed: int, *, cwd: Path | None = None, **params) -> dict:
+    """Execute ``notebooks/<name>.ipynb`` at smoke scale on seed block ``seed`` into ``base``; check its
+    figure files and return its summary.json. Figures go to ``base/figures`` (``EVOKIT_FIGURES``)."""
+    import papermill  # required (notebooks extra): a missing papermill fails, never skips
+
+    figures, results = base / "figures", base / "results" / name
+    saved = {k: os.environ.get(k) for k in ("EVOKIT_FIGURES", "HARBOR_TELEMETRY")}
+    os.environ.update(EVOKIT_FIGURES=str(figures), HARBOR_TELEMETRY="0")
+    try:
+        papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(base / f"{name}.out.ipynb"),
+                                   parameters={"smoke": True, "seed": seed, "results_dir": str(results),
+                                               "fig_name": name, **params},
+                                   kernel_name="python3", cwd=str(cwd or base), progress_bar=False)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert (figures / f"{name}.png").stat().st_size > 0 and (figures / f"{name}.pdf").exists()
+    return json.loads((results / "summary.json").read_text())
+
+
+def runner(base: Path, seed: int, **common):
+    """A ``run(name, **params)`` that executes each notebook once into ``base`` and returns its summary."""
+    done: dict[str, dict | BaseException] = {}
+
+    def run(name: str, **params) -> dict:
+        if name not in done:  # a notebook that raised is not run again for its second test
+            try:
+                done[name] = execute(name, base, seed, **common, **params)
+            except Exception as e:  # noqa: BLE001 - re-raised below, for every test reading this run
+                done[name] = e
+        if isinstance(done[name], BaseException):
+            raise done[name]
+        return done[name]
+
+    run.base, run.seed = base, seed
+    return run
+
+
+# --------------------------------------------------------------------------------- consistency
+def interval_ok(iv: dict, n: int | None = 5) -> None:
+    """A well-formed interval: ``n`` units (at least ``n`` where given), lo ≤ estimate ≤ hi, its method."""
+    assert {"estimate", "lo", "hi", "n", "level", "method"} <= set(iv), iv
+    assert iv["method"] in METHODS and 0 < iv["level"] < 1, iv
+    assert n is None or iv["n"] >= n, iv
+    assert iv["lo"] <= iv["estimate"] <= iv["hi"], iv
+
+
+def sign(iv: dict, zero: float = 0.0) -> str:
+    """Where the interval lies against ``zero``: "above", "below" or "overlaps" (evokit.stats.verdict)."""
+    return "above" if iv["lo"] > zero else "below" if iv["hi"] < zero else "overlaps"
+
+
+def paper_side(iv: dict, expected: str) -> str:
+    """yes / no / tie for an interval the paper expects ``expected`` ("above"/"below") 0."""
+    s = sign(iv)
+    return "yes" if s == expected else "tie" if s == "overlaps" else "no"
+
+
+def _met(value: float | None, needs: str) -> bool:
+    if value is None:
+        return False
+    if needs.startswith("in ["):
+        lo, hi = (float(x) for x in needs[4:-1].split(","))
+        return lo <= value <= hi
+    op, threshold = needs.split(" ", 1)
+    t = float(threshold)
+    return {"≥": value >= t, "≤": value <= t, "<": value < t, "=": value == t}[op]
+
+
+def preconditions_ok(pre: list[dict]) -> list[dict]:
+    """Each precondition names its value and what it needs, and ``met`` agrees with them; returns the failed."""
+    assert pre, "no preconditions reported"
+    for p in pre:
+        assert {"name", "value", "needs", "met"} <= set(p), p
+        assert p["met"] == _met(p["value"], p["needs"]), p
+    return [p for p in pre if not p["met"]]
+
+
+def follows(verdict: str, from_intervals: str, pre: list[dict]) -> None:
+    """The recorded ``verdict`` is withheld iff a precondition failed (naming each failed one), else
+    the verdict the intervals give (``from_intervals``, recomputed by the test)."""
+    failed = preconditions_ok(pre)
+    if failed:
+        assert verdict.startswith("no verdict (precondition: "), (verdict, failed)
+        assert all(p["name"] in verdict for p in failed), (verdict, failed)
+    else:
+        assert verdict == from_intervals, (verdict, from_intervals)
+
+
+def runs_precondition(pre: list[dict], name: str, units: int) -> None:
+    """The unit count is reported as a precondition with the number of units the run had."""
+    p = next(p for p in pre if p["name"] == name)
+    assert p["value"] == units, p
+
+
+# ----------------------------------------------------------------------------------- direction
+def expect_claim(request, known: dict[tuple[str, int], str], claim: str, seed: int) -> None:
+    """Mark the direction test ``xfail(strict=True)`` where a run recorded ``claim`` not holding on this
+    block (``known[(claim, seed)]``: the reason, with that run's numbers)."""
+    reason = known.get((claim, seed))
+    if reason:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+def at_least(share: float, n: int) -> int:
+    """How many of ``n`` seeds "≥ share of seeds" needs (evokit.studies.genenv.alpha_summary)."""
+    return math.ceil(share * n - 1e-9)
