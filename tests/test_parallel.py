@@ -187,7 +187,7 @@ def test_evolve_through_ray_gives_the_local_store(ray_executor, tmp_path):
     remote = evolve(seeds, tmp_path / "ray", cfg, executor=ray_executor, progress=False)
     assert len(local.envs()) >= 4
     ray_rows, local_rows = timeless_records(remote.records()), timeless_records(local.records())
-    diff = next(((r, l) for r, l in zip(ray_rows, local_rows, strict=False) if r != l), None)
+    diff = next(((a, b) for a, b in zip(ray_rows, local_rows, strict=False) if a != b), None)
     assert ray_rows == local_rows, f"first differing record:\nray:   {diff and diff[0]}\nlocal: {diff and diff[1]}"
     assert remote.check() == []
 
