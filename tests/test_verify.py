@@ -82,6 +82,30 @@ def test_good_task_and_logs_kept(tmp_path):
     assert (log / "null-2" / "verifier" / "reward.txt").read_text().strip() == "0"
 
 
+def test_a_trial_the_harness_broke_runs_again(tmp_path, monkeypatch):
+    """A sandbox that fails to start (the machine's fault, here made to happen once for the oracle's
+    first trial by wrapping the real sandbox's start) is no verdict on the task: that trial runs once
+    more and the task passes."""
+    from evokit.sandbox import SandboxError
+    from evokit.verify import trial
+
+    real, broken = trial.sandbox_for_task, []
+
+    def flaky(*args, **kwargs):
+        sandbox = real(*args, **kwargs)
+        if not broken:
+            broken.append(sandbox)
+
+            def refuse():
+                raise SandboxError("could not start (simulated machine fault)")
+            sandbox.start = refuse
+        return sandbox
+
+    monkeypatch.setattr(trial, "sandbox_for_task", flaky)
+    v = verify_task(make_task(tmp_path), VerifyConfig(hack_gate=None, parallel=False))
+    assert broken and v.passed, v.failures
+
+
 def test_vacuous_tests_fail_the_null_check(tmp_path):
     """Tests that always pass are caught: the do-nothing run must score 0."""
     task = make_task(tmp_path, test="#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n")

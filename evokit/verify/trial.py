@@ -173,6 +173,10 @@ class TrialRun:
     mode: str = VerifierMode.SEPARATE.value
     timings: dict[str, float] = field(default_factory=dict)
     why: str | None = None
+    #: The trial broke for the harness's reasons (a sandbox that would not start, a copy that failed),
+    #: not the task's: :func:`evokit.verify.verdict.verify_task` runs such a trial once more, so that
+    #: a verdict (and an evolution's choice of child) does not depend on the machine's load.
+    harness_fault: bool = False
 
     def reward(self, key: str | None = None) -> float | None:
         """The reward under ``key``; with no key, ``reward`` or else the minimum over all keys."""
@@ -555,6 +559,7 @@ def run_trial(task: Task, image: Image, *, kind: str = "oracle", log_dir: Path |
             _keep_logs(agent, log_dir, run)
     except Exception as e:  # a broken sandbox is a failed trial with its reason, never a crash
         run.error = f"{type(e).__name__}: {e}"
+        run.harness_fault = not isinstance(e, UserError)  # a task's own mistake is its verdict
     finally:
         if agent is not None:
             agent.stop()

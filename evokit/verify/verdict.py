@@ -153,6 +153,9 @@ def verify_task(path: str | Path, config: VerifyConfig = VerifyConfig()) -> Verd
             gate = run_gate(task, image, config.hack_gate, mode=config.verifier_mode, reward_key=config.reward_key,
                             workers=None if config.parallel else 1, backend=config.backend)
         runs = [f.result() for f in trials]
+    # A trial the harness broke says nothing about the task: it runs once more (TrialRun.harness_fault).
+    runs = [run_trial(task, image, kind=k, log_dir=d, mode=config.verifier_mode, backend=config.backend)
+            if r.harness_fault else r for r, (k, d) in zip(runs, jobs, strict=True)]
     ctx.oracle_runs, ctx.null_run = runs[:-1], runs[-1]
     verdict.rewards = {"oracle": [r.rewards for r in ctx.oracle_runs], "null": [ctx.null_run.rewards]}
 
