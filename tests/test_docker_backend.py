@@ -75,6 +75,25 @@ def test_exec_streams_codes_user_cwd_env_and_stdin(box):
     assert r.ok and r.stdout.split()[0] == hashlib.sha256(payload).hexdigest()
 
 
+def test_a_client_that_reads_the_reply_late_still_gets_all_the_output(box, monkeypatch):
+    """A loaded host: the client reads the daemon's ``101`` reply after the command has written
+    (a delay before ``http.client`` parses it forces that order on a real daemon). The frames
+    that came with the reply are read from the HTTP parser's buffer, not lost."""
+    import http.client
+
+    parse = http.client.HTTPResponse.begin
+
+    def late(response):
+        time.sleep(0.5)
+        return parse(response)
+
+    monkeypatch.setattr(http.client.HTTPResponse, "begin", late)
+    r = box.exec("echo out; echo err >&2")
+    assert (r.stdout, r.stderr, r.return_code) == ("out\n", "err\n", 0)
+    r = box.exec(["sh", "-c", "cat; echo done"], stdin=b"in\n", timeout_sec=30)
+    assert (r.stdout, r.return_code) == ("in\ndone\n", 0)
+
+
 def test_output_flood_is_capped(box):
     r = box.exec("head -c 5000000 /dev/zero | tr '\\0' a", max_output_bytes=10_000)
     assert r.ok and len(r.stdout) < 11_000 and r.truncated_bytes > 4_900_000

@@ -109,22 +109,50 @@ find /out -perm /6000 -exec chmod ug-s {} +
 """
 
 
-def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes | None:
-    buf = bytearray()
-    while len(buf) < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            sock.settimeout(min(left, 1.0))
-        try:
-            chunk = sock.recv(n - len(buf))
-        except TimeoutError:
-            continue
-        if not chunk:
-            return None if not buf else bytes(buf)
-        buf += chunk
-    return bytes(buf)
+class _Frames:
+    """Reads a hijacked exec stream: the bytes ``http.client`` already buffered, then the socket.
+
+    docker-py hands out the raw socket *under* the buffered reader that parsed the ``101``
+    response. When the command's first frames arrive before the client reads that response (a
+    loaded host: the client is descheduled between sending the request and reading the reply),
+    the reader's first fill takes them with the headers, and a read from the raw socket alone
+    starts after them: the output is lost without an error (docker/docker-py#2042). Those
+    buffered bytes are taken first here, with the socket non-blocking, so nothing waits.
+    """
+
+    def __init__(self, sock_io) -> None:
+        self.sock = sock_io._sock if hasattr(sock_io, "_sock") else sock_io
+        self._pending = bytearray()
+        response = getattr(sock_io, "_response", None)
+        reader = getattr(getattr(getattr(response, "raw", None), "_fp", None), "fp", None)
+        if isinstance(reader, io.BufferedReader) and isinstance(self.sock, socket.socket):
+            timeout = self.sock.gettimeout()
+            self.sock.settimeout(0.0)
+            try:  # the buffer's bytes, or what the socket has now; never a blocking read
+                self._pending += reader.peek()
+            except OSError:
+                pass
+            finally:
+                self.sock.settimeout(timeout)
+
+    def read_exact(self, n: int, deadline: float | None) -> bytes | None:
+        """``n`` bytes; fewer at the end of the stream (``None`` if none); TimeoutError at ``deadline``."""
+        buf = bytearray(self._pending[:n])
+        del self._pending[:n]
+        while len(buf) < n:
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.sock.settimeout(min(left, 1.0))
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except TimeoutError:
+                continue
+            if not chunk:
+                return None if not buf else bytes(buf)
+            buf += chunk
+        return bytes(buf)
 
 
 class DockerSandbox:
@@ -427,7 +455,8 @@ class DockerSandbox:
             sock_io = self._api.exec_start(exec_id, socket=True)
         except docker.errors.APIError as e:  # the container died (the agent killed pid 1, OOM)
             raise SandboxError(f"exec in the container failed: {e.explanation or e}") from None
-        sock = sock_io._sock if hasattr(sock_io, "_sock") else sock_io
+        frames = _Frames(sock_io)
+        sock = frames.sock
         writer = None
         if stdin is not None:
             def feed():
@@ -443,11 +472,11 @@ class DockerSandbox:
         timed_out = False
         try:
             while True:
-                header = _recv_exact(sock, 8, deadline)
+                header = frames.read_exact(8, deadline)
                 if header is None or len(header) < 8:
                     break
                 kind, size = header[0], struct.unpack(">I", header[4:])[0]
-                payload = _recv_exact(sock, size, deadline) or b""
+                payload = frames.read_exact(size, deadline) or b""
                 (err if kind == 2 else out).add(payload)
         except TimeoutError:
             timed_out = True
