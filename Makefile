@@ -30,17 +30,19 @@ engine: setup
 
 ## The main job (smoke reproduction): every notebook at smoke sizes with papermill →
 ## runs/notebooks/*.ipynb (executed copies), results/<notebook>/ (rows), figures/ (PNG + PDF).
+## SEED=100 runs seed block 100 instead, everything under results/block100/ (figures/ untouched).
 reproduce: setup
-	$(PY) scripts/run_notebooks.py
+	$(PY) scripts/run_notebooks.py $(if $(SEED),--seed $(SEED),)
 
 ## The papers' sizes (500 seeds, 15 generations, 200 GRPO steps) into results/full/: days on a CPU machine.
 reproduce-full: setup
 	$(PY) scripts/run_notebooks.py --full
 
-## One notebook: make nb NAME=ee_effort (smoke) or make nb NAME=ee_effort FULL=1 (the papers' sizes).
+## One notebook: make nb NAME=ee_effort (smoke) or make nb NAME=ee_effort FULL=1 (the papers' sizes);
+## SEED=100 for another seed block.
 nb: setup
 	@test -n "$(NAME)" || { echo "usage: make nb NAME=<notebook> [FULL=1]"; exit 2; }
-	$(PY) scripts/run_notebooks.py $(NAME) $(if $(FULL),--full,)
+	$(PY) scripts/run_notebooks.py $(NAME) $(if $(FULL),--full,) $(if $(SEED),--seed $(SEED),)
 
 ## What CI runs (`bash .ci/run`): the default suite, then every notebook at smoke sizes with its
 ## assertions on seed block 0 (one setup; measured on 2 cores with 2 test workers: 13.2 min + 47.4 min).

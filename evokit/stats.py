@@ -29,6 +29,8 @@ a summary is a pure function of its rows; the t interval has no randomness.
   when ``paired=True``, else Welch's;
 * :func:`verdict` — what an interval says about a sign: ``"above"``, ``"below"`` or ``"overlaps"``
   (the "reproduced" column of the README and docs/notebooks-and-results.md is built from these);
+* :attr:`Interval.mde` — the minimum detectable effect: what a "tie" could have seen;
+  :func:`format_interval` prints it beside every interval that holds 0;
 * :class:`Precondition`, :func:`precondition` and :func:`withheld` — the conditions under which a
   claim can come out either way (docs/preregistration.md, "Preconditions"): a claim whose
   precondition fails gets "no verdict (precondition: …)" instead of yes / no / tie;
@@ -51,6 +53,8 @@ from evokit.errors import UserError
 #: the spread between reruns with other bootstrap seeds, cheap next to any experiment.
 N_BOOT = 4000
 LEVEL = 0.95
+#: The power an :attr:`Interval.mde` is stated at.
+POWER = 0.8
 METHODS = ("t", "bca", "percentile")
 #: Units a claim needs before it gets a verdict (docs/preregistration.md, "Units": ≥ 10 per claim).
 MIN_UNITS = 10
@@ -65,6 +69,12 @@ class Interval:
     """An estimate over ``n`` units and its two-sided interval ``[lo, hi]`` at ``level``, made by ``method``.
 
     ``lo`` and ``hi`` are NaN where the method cannot make an interval (one unit).
+
+    ``mde`` is the minimum detectable effect of the design that made it: the smallest true effect a
+    two-sided test at ``1 − level`` finds with 80 % power, (q₁₋α/₂ + q₀.₈) · se, with se the
+    interval's half-width over q₁₋α/₂ and q the t quantiles at ``df`` (normal ones for a bootstrap
+    interval, ``df`` None). A "tie" whose ``mde`` is larger than the paper's effect says the design
+    could not have seen it, not that the effect is absent (docs/preregistration.md, "Power").
     """
 
     estimate: float
@@ -73,9 +83,19 @@ class Interval:
     n: int
     level: float = LEVEL
     method: str = "t"
+    df: float | None = None
+
+    @property
+    def mde(self) -> float:
+        if not (np.isfinite(self.lo) and np.isfinite(self.hi)):
+            return float("nan")
+        dist = sps.norm if self.df is None or not np.isfinite(self.df) else sps.t(self.df)
+        q = float(dist.ppf((1 + self.level) / 2))
+        return float((self.hi - self.lo) / 2 / q * (q + float(dist.ppf(POWER))))
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The fields and the ``mde``, for ``summary.json``."""
+        return {**asdict(self), "mde": self.mde}
 
     @property
     def sign(self) -> str:
@@ -168,8 +188,8 @@ def interval(xs: Sequence[float], *, stat: Callable[[np.ndarray], float] | None 
             raise StatsError(f"{name}: the t interval is for a mean; use method='bca' for another statistic")
         se = float(a.std(ddof=1) / np.sqrt(len(a))) if len(a) > 1 else float("nan")
         lo, hi = _t_bounds(float(a.mean()), se, len(a) - 1, level)
-    else:
-        lo, hi = _bootstrap(a, fn, method, n_boot, level, seed)
+        return Interval(float(fn(a)), lo, hi, len(a), level, method, float(len(a) - 1))
+    lo, hi = _bootstrap(a, fn, method, n_boot, level, seed)
     return Interval(float(fn(a)), lo, hi, len(a), level, method)
 
 
@@ -202,7 +222,24 @@ def difference(a: Sequence[float], b: Sequence[float], *, paired: bool, method: 
     se = float(np.sqrt(va + vb))
     df = (va + vb) ** 2 / (va ** 2 / (len(xa) - 1) + vb ** 2 / (len(xb) - 1)) if va + vb > 0 else np.inf
     lo, hi = _t_bounds(est, se, float(df), level) if se > 0 else (est, est)
-    return Interval(est, lo, hi, n, level, method)
+    return Interval(est, lo, hi, n, level, method, float(df))
+
+
+def format_interval(iv: Interval | dict, digits: int = 2) -> str:
+    """``estimate [lo, hi]`` for printed tables and prose; an interval holding 0 adds its MDE, so a
+    "tie" says what it could have seen.
+
+    >>> format_interval({"estimate": -0.5, "lo": -0.75, "hi": -0.25})
+    '-0.50 [-0.75, -0.25]'
+    >>> format_interval({"estimate": 0.1, "lo": -0.2, "hi": 0.4, "mde": 0.43})
+    '0.10 [-0.20, 0.40] (MDE 0.43)'
+    """
+    d = iv.as_dict() if isinstance(iv, Interval) else iv
+    text = f"{d['estimate']:.{digits}f} [{d['lo']:.{digits}f}, {d['hi']:.{digits}f}]"
+    mde = d.get("mde")
+    if mde is not None and np.isfinite(mde) and d["lo"] <= 0 <= d["hi"] and d["lo"] < d["hi"]:
+        text += f" (MDE {mde:.{digits}f})"
+    return text
 
 
 def verdict(iv: Interval, zero: float = 0.0) -> str:

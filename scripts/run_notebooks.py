@@ -4,10 +4,15 @@
     python scripts/run_notebooks.py                  # every notebook, smoke sizes
     python scripts/run_notebooks.py ee_effort        # the named ones (with or without .ipynb)
     python scripts/run_notebooks.py --full           # the papers' sizes (hours to days)
+    python scripts/run_notebooks.py --seed 100       # another seed block, into results/block100/
 
 Each notebook runs with kernel ``python3`` in the repository root, with ``-p smoke True|False``
 and ``-p results_dir results/<name>`` (smoke) or ``results/full/<name>`` (full), so that a full run
-never mixes its rows with a smoke run's. A full run draws its figures into ``figures/full/``
+never mixes its rows with a smoke run's. ``--seed N`` (N ≠ 0) runs seed block N (``-p seed N``)
+with everything it writes under ``results/blockN/`` (``results/full/blockN/``): its results, every
+shared study folder (each parameter whose default is a ``"results/…"`` path moves there) and its
+figures, so another block never reuses block 0's rows or redraws the committed figures.
+A full run draws its figures into ``figures/full/``
 (``EVOKIT_FIGURES``), beside the smoke figures, and records each notebook's wall time, status and
 sizes (the executed notebook's ``SIZES["full"]`` cell as run) in ``figures/full/runs.json``, which
 is committed with the figures (a rerun that only redraws a finished study goes to its ``reruns``).
@@ -53,6 +58,23 @@ def full_sizes(notebook: Path) -> str:
     return ""
 
 
+def block_parameters(notebook: Path, seed: int | None, smoke: bool) -> dict:
+    """The papermill parameters of one run: sizes, results folder, and for seed block ``seed`` (not 0)
+    the seed and every ``"results/…"`` default moved under ``results/block<seed>/`` (module docstring)."""
+    import papermill as pm
+
+    base = "results" if smoke else "results/full"
+    block = f"block{seed}" if seed else ""
+    params: dict = {"smoke": smoke, "results_dir": "/".join(filter(None, (base, block, notebook.stem)))}
+    if block:
+        params["seed"] = seed
+        for name, p in pm.inspect_notebook(str(notebook)).items():
+            default = str(p.get("default", ""))
+            if name != "results_dir" and default.startswith('"results/'):
+                params[name] = f"results/{block}/{default.strip(chr(34))[len('results/'):]}"
+    return params
+
+
 def record_full_run(name: str, notebook: Path, seconds: float, status: str, *, redraw: bool = True) -> None:
     """Merge one full run into ``figures/full/runs.json``: wall time, status, host cores, the sizes cell,
     and the study config the run recorded in its ``summary.json`` (where the sizes cell only names one).
@@ -92,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="the papers' sizes instead of smoke sizes")
     ap.add_argument("--out", default="runs/notebooks", help="where the executed notebooks go")
     ap.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds (default: none)")
+    ap.add_argument("--seed", type=int, default=None,
+                    help="seed block N: seeds N..N+4, everything under results/blockN/ (default: block 0)")
     args = ap.parse_args(argv)
 
     import papermill as pm
@@ -99,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     os.environ.setdefault("MPLBACKEND", "Agg")
     smoke = not args.full
-    if not smoke:
+    block = f"block{args.seed}" if args.seed else ""
+    if block:
+        os.environ["EVOKIT_FIGURES"] = f"results/{'' if smoke else 'full/'}{block}/figures"
+    elif not smoke:
         os.environ["EVOKIT_FIGURES"] = "figures/full"
     out_dir = ROOT / args.out
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -109,12 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     paths = notebook_paths(args.names)
     for i, path in enumerate(paths, 1):
         name = path.stem
-        results_dir = f"results/{name}" if smoke else f"results/full/{name}"
+        params = block_parameters(path, args.seed, smoke)
+        results_dir = params["results_dir"]
         print(f"[{i}/{len(paths)}] {name} (smoke={smoke}, results_dir={results_dir}) …", flush=True)
         redraw = (ROOT / results_dir / "summary.json").exists()  # a finished study: this run only redraws
         t0 = time.monotonic()
+        executed = out_dir / block / path.name
+        executed.parent.mkdir(parents=True, exist_ok=True)
         try:
-            pm.execute_notebook(str(path), str(out_dir / path.name), parameters={"smoke": smoke, "results_dir": results_dir},
+            pm.execute_notebook(str(path), str(executed), parameters=params,
                                 kernel_name="python3", cwd=str(ROOT), progress_bar=False, log_output=False,
                                 execution_timeout=args.timeout)
             status = "ok"
@@ -123,13 +153,14 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
             print(f"    FAILED: {type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}",
                   flush=True)
-            print(f"    the executed notebook with its traceback: {out_dir / path.name}", flush=True)
+            print(f"    the executed notebook with its traceback: {executed}", flush=True)
         seconds = round(time.monotonic() - t0, 1)
         print(f"    {status} in {seconds:.0f} s", flush=True)
-        times[f"{name}{'' if smoke else ' (full)'}"] = {"seconds": seconds, "status": status, "smoke": smoke}
+        times[f"{name}{'' if smoke else ' (full)'}{f' ({block})' if block else ''}"] = {
+            "seconds": seconds, "status": status, "smoke": smoke}
         times_path.parent.mkdir(parents=True, exist_ok=True)
         times_path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
-        if not smoke:
+        if not smoke and not block:
             record_full_run(name, path, seconds, status, redraw=redraw)
     print(f"{len(paths) - len(failed)}/{len(paths)} notebooks ran; times in {times_path.relative_to(ROOT)}")
     if failed:

@@ -69,3 +69,18 @@ def test_a_failed_first_run_is_replaced_by_the_next(tmp_path):
     rn.record_full_run("demo", nb, 8000.0, "ok")
     rec = json.loads((tmp_path / "figures" / "full" / "runs.json").read_text())["demo"]
     assert (rec["seconds"], rec["status"]) == (8000.0, "ok") and "reruns" not in rec
+
+
+def test_another_seed_block_writes_nothing_where_block_0_reads():
+    """``--seed 100`` moves every ``"results/…"`` default of every notebook (results, shared study and
+    solver folders) under results/block100/; block 0 passes only its sizes and results folder."""
+    rn = load_script(ROOT)
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        block0, block100 = rn.block_parameters(nb, None, True), rn.block_parameters(nb, 100, True)
+        assert block0 == {"smoke": True, "results_dir": f"results/{nb.stem}"}
+        assert block100["seed"] == 100 and block100["results_dir"] == f"results/block100/{nb.stem}"
+        moved = {k: v for k, v in block100.items() if isinstance(v, str)}
+        assert all(v.startswith("results/block100/") for v in moved.values()), moved
+        assert rn.block_parameters(nb, 100, False)["results_dir"] == f"results/full/block100/{nb.stem}"
+    shared = rn.block_parameters(ROOT / "notebooks" / "ee_trajectory_growth.ipynb", 100, True)
+    assert shared["study_dir"] == rn.block_parameters(ROOT / "notebooks" / "ee_el_scheduler.ipynb", 100, True)["study_dir"]

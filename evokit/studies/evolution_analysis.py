@@ -302,12 +302,3 @@ def d_t_rise_share(rows: Sequence[dict]) -> dict:
             "share_raising_d_t": (sum(x["d_d_t"] > 0 for x in edits) / n) if n else float("nan"),
             "mean_d_turns": _mean(x["d_turns"] for x in edits), "mean_d_pass_pts": _mean(x["d_pass_pts"] for x in edits),
             "mean_d_length": _mean(x["d_length"] for x in edits)}
-
-
-def fmt_interval(iv: dict, digits: int = 2) -> str:
-    """``estimate [lo, hi]`` of an interval dict, for the notebooks' printed tables.
-
-    >>> fmt_interval({"estimate": -0.5, "lo": -0.75, "hi": -0.25})
-    '-0.50 [-0.75, -0.25]'
-    """
-    return f"{iv['estimate']:.{digits}f} [{iv['lo']:.{digits}f}, {iv['hi']:.{digits}f}]"

@@ -248,11 +248,6 @@ def epoch_bands(frame: pd.DataFrame, column: str) -> pd.DataFrame:
 
 
 # ============================================================================ summaries
-def format_interval(iv: dict, digits: int = 3) -> str:
-    """``estimate [lo, hi]`` of an interval dict (:meth:`evokit.stats.Interval.as_dict`), for the notebooks' prose."""
-    return f"{iv['estimate']:.{digits}f} [{iv['lo']:.{digits}f}, {iv['hi']:.{digits}f}]"
-
-
 def last_third(epochs: int) -> int:
     """How many final epochs "the last third of epochs" is (at least one)."""
     return max(1, round(epochs / 3))
