@@ -226,8 +226,10 @@ def preconditions(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> list:
 
 
 def methods_summary(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> dict:
-    """Per method across runs: peak (after step 0) and final benchmark pass rates with intervals; ties; paired
-    differences. The preconditions (:func:`preconditions`) are reported, and gate ``peak_reproduced`` and
+    """Per method across runs: peak (after step 0) and final benchmark pass rates with intervals, and each
+    pair's order read from the **paired** difference over runs (the methods share a run's seeds and
+    student: docs/preregistration.md, claim 6, parts (a) and (b)); an interval holding 0 is a tie,
+    with its MDE. The preconditions (:func:`preconditions`) are reported, and gate ``peak_reproduced`` and
     ``final_reproduced``: a failed one gives "no verdict (precondition: …)"."""
     trained = evals[evals.steps_trained > 0].sort_values("steps_trained")
     per = {"peak": trained.groupby(["method", "run"]).benchmark_pass_rate.max(),
@@ -243,11 +245,9 @@ def methods_summary(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> dict:
         out[f"{what}_per_run"] = {m: s[m].sort_index().tolist() for m in methods}
         pairs = {}
         for a, b in itertools.combinations(methods, 2):
-            tie = ivs[a].lo <= ivs[b].hi and ivs[b].lo <= ivs[a].hi
             d = difference(s[a].sort_index(), s[b].sort_index(), paired=True, name=f"{what} {a} − {b}")
-            pairs[f"{a} vs {b}"] = {"order": "tie" if tie else (f"{a} > {b}" if ivs[a].estimate > ivs[b].estimate
-                                                                else f"{b} > {a}"),
-                                    "paired_difference": d.as_dict()}
+            order = {"above": f"{a} > {b}", "below": f"{b} > {a}", "overlaps": "tie"}[d.sign]
+            pairs[f"{a} vs {b}"] = {"order": order, "paired_difference": d.as_dict()}
         out[f"{what}_comparison"] = pairs
         if {"evolution", "co-evolution", "ensemble"} <= set(methods):
             orders = [pairs["evolution vs co-evolution"]["order"], pairs["evolution vs ensemble"]["order"]]

@@ -1,0 +1,49 @@
+"""scripts/verdicts.py: the verdicts of several seed blocks side by side, read from the runs' summaries,
+with a claim whose verdict changes between blocks called unstable."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_script(root: Path):
+    spec = importlib.util.spec_from_file_location("verdicts", ROOT / "scripts" / "verdicts.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.ROOT = root
+    return mod
+
+
+def write(root: Path, name: str, block: int, summary: dict) -> None:
+    (root / "notebooks").mkdir(parents=True, exist_ok=True)
+    (root / "notebooks" / f"{name}.ipynb").write_text("{}")
+    p = root / "results" / (f"block{block}" if block else "") / name / "summary.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(json.dumps(summary))
+
+
+def test_blocks_side_by_side_with_unstable_and_withheld_verdicts(tmp_path, capsys):
+    v = load_script(tmp_path)
+    write(tmp_path, "a", 0, {"reproduced": "yes", "x": 1})
+    write(tmp_path, "a", 100, {"reproduced": "tie"})
+    write(tmp_path, "b", 0, {"calibration": {"reproduced": "no"}, "peak_reproduced": "no verdict (precondition: runs 5, needs ≥ 10)"})
+    write(tmp_path, "b", 100, {"calibration": {"reproduced": "no"}, "peak_reproduced": "no verdict (precondition: runs 5, needs ≥ 10)"})
+    write(tmp_path, "c", 0, {"reproduced": "yes"})  # not run on block 100
+    rows = {(r["notebook"], r["verdict"]): r for r in v.table([0, 100], root=tmp_path)}
+    assert rows["a", "reproduced"]["agree"] == "**unstable**"
+    assert rows["b", "calibration.reproduced"]["agree"] == "yes"
+    assert rows["b", "peak_reproduced"]["blocks"][100] == "withheld (runs 5, needs ≥ 10)"
+    assert rows["c", "reproduced"]["blocks"] == {0: "yes", 100: None} and rows["c", "reproduced"]["agree"] == "—"
+    assert v.main(["0", "100"]) == 0 and "| `a` | reproduced | yes | tie | **unstable** |" in capsys.readouterr().out
+
+
+def test_no_runs_is_one_line_and_exit_2(tmp_path, capsys):
+    v = load_script(tmp_path)
+    (tmp_path / "notebooks").mkdir()
+    assert v.main(["7"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "make reproduce" in err
