@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
-.PHONY: setup setup-browser engine reproduce reproduce-full nb check test test-slow test-notebooks check-browser \
+.PHONY: setup setup-browser engine reproduce reproduce-full verdicts nb check test test-slow test-notebooks check-browser \
 	bench lint clean-cache
 
 EXTRAS := dev,llm,scale,notebooks,train
@@ -33,6 +33,11 @@ engine: setup
 ## SEED=100 runs seed block 100 instead, everything under results/block100/ (figures/ untouched).
 reproduce: setup
 	$(PY) scripts/run_notebooks.py $(if $(SEED),--seed $(SEED),)
+
+## The claims' verdicts of blocks 0 and 100 side by side, from their summary.json (BLOCKS="0 100 200").
+BLOCKS ?= 0 100
+verdicts: setup
+	$(PY) scripts/verdicts.py $(BLOCKS)
 
 ## The papers' sizes (500 seeds, 15 generations, 200 GRPO steps) into results/full/: days on a CPU machine.
 reproduce-full: setup
