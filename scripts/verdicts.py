@@ -29,14 +29,15 @@ def summary_path(name: str, block: int, full: bool = False, root: Path | None = 
     return base / (f"block{block}" if block else "") / name / "summary.json"
 
 
-def verdicts(summary: dict, prefix: str = "") -> dict[str, str]:
-    """Every ``…reproduced`` entry of a summary, keyed by its path (``calibration.reproduced``)."""
+def verdicts(summary: dict, prefix: str = "", inside: bool = False) -> dict[str, str]:
+    """Every ``…reproduced`` entry of a summary, keyed by its path (``calibration.reproduced``); a
+    ``reproduced`` dict gives one entry per part (``reproduced.peak``)."""
     out: dict[str, str] = {}
     for key, value in summary.items():
-        path = f"{prefix}{key}"
+        path, named = f"{prefix}{key}", inside or str(key).endswith("reproduced")
         if isinstance(value, dict):
-            out.update(verdicts(value, f"{path}."))
-        elif key.endswith("reproduced") and isinstance(value, str):
+            out.update(verdicts(value, f"{path}.", named))
+        elif named and isinstance(value, str):
             out[path] = value
     return out
 

@@ -32,12 +32,13 @@ def test_blocks_side_by_side_with_unstable_and_withheld_verdicts(tmp_path, capsy
     write(tmp_path, "a", 100, {"reproduced": "tie"})
     write(tmp_path, "b", 0, {"calibration": {"reproduced": "no"}, "peak_reproduced": "no verdict (precondition: runs 5, needs ≥ 10)"})
     write(tmp_path, "b", 100, {"calibration": {"reproduced": "no"}, "peak_reproduced": "no verdict (precondition: runs 5, needs ≥ 10)"})
-    write(tmp_path, "c", 0, {"reproduced": "yes"})  # not run on block 100
+    write(tmp_path, "c", 0, {"reproduced": {"peak": "yes", "final": "tie"}})  # not run on block 100
     rows = {(r["notebook"], r["verdict"]): r for r in v.table([0, 100], root=tmp_path)}
     assert rows["a", "reproduced"]["agree"] == "**unstable**"
     assert rows["b", "calibration.reproduced"]["agree"] == "yes"
     assert rows["b", "peak_reproduced"]["blocks"][100] == "withheld (runs 5, needs ≥ 10)"
-    assert rows["c", "reproduced"]["blocks"] == {0: "yes", 100: None} and rows["c", "reproduced"]["agree"] == "—"
+    assert rows["c", "reproduced.peak"]["blocks"] == {0: "yes", 100: None} and rows["c", "reproduced.peak"]["agree"] == "—"
+    assert rows["c", "reproduced.final"]["blocks"][0] == "tie"
     assert v.main(["0", "100"]) == 0 and "| `a` | reproduced | yes | tie | **unstable** |" in capsys.readouterr().out
 
 
