@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 from scipy import stats as sps
@@ -96,6 +96,11 @@ class Interval:
     def as_dict(self) -> dict:
         """The fields and the ``mde``, for ``summary.json``."""
         return {**asdict(self), "mde": self.mde}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Interval:
+        """The interval an :meth:`as_dict` (a ``summary.json`` entry) recorded; derived keys are dropped."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
 
     @property
     def sign(self) -> str:

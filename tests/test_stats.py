@@ -158,3 +158,10 @@ def test_a_true_effect_of_the_stated_mde_is_found_about_80_percent_of_the_time(n
     assert 0.74 <= found <= 0.86, f"power {found:.3f} at the stated MDE {mde:.3f} (n = {n})"
     welch = difference(rng.normal(0, 1, n), rng.normal(0, 1, n), paired=False)
     assert welch.df is not None and welch.mde > interval(rng.normal(0, 1, n)).mde / 2
+
+
+def test_a_recorded_interval_reads_back_as_the_same_interval():
+    """summary.json holds ``as_dict`` with the derived ``mde``; reading it back gives the interval again."""
+    for iv in (interval([0.1, 0.4, 0.2, 0.5]), difference([1, 2, 3], [2, 2, 5], paired=False),
+               interval([0.1, 0.9, 0.3, 0.2, 0.8], method="bca")):
+        assert Interval.from_dict(iv.as_dict()) == iv

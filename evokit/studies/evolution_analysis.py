@@ -71,7 +71,7 @@ def _iv(xs: Sequence[float], name: str) -> dict:
 
 def _verdict(iv: dict) -> str:
     """:func:`evokit.stats.verdict` of an :func:`_iv` dict ("overlaps" when it has no interval)."""
-    return verdict(Interval(**iv)) if iv["n"] >= 2 else "overlaps"
+    return verdict(Interval.from_dict(iv)) if iv["n"] >= 2 else "overlaps"
 
 
 # --------------------------------------------------------------------------------- curves
