@@ -98,7 +98,7 @@ def test_effort_claim_reaching_zero_and_carrying_ended_lineages():
     assert c["first_zero_generation"] == {"low": None, "high": 2, "max": 1}
     assert c["reproduced"] == "yes" and all(c["checks"].values())
     assert c["pass_rate_curve"]["high"][2] == {"estimate": 0.0, "lo": 0.0, "hi": 0.0, "n": 5, "level": 0.95,
-                                                   "method": "t"}
+                                                   "method": "t", "df": 4.0, "mde": 0.0}
     # one seed's high lineage ends at generation 1 (pass rate 0.25): it stays in the population at 0.25
     ended = [r for r in rows if not (r["seed"] == 4 and r["effort"] == "high" and r["generation"] >= 2)]
     c = ev.effort_claim(ended)
