@@ -60,9 +60,9 @@ def test_one_study_call(name):
 # ------------------------------------------------------------------------------ smoke runs
 #: Claims a run recorded not holding, per (claim, seed block), with that run's numbers.
 KNOWN = {("claim1", 0): "no: low effort reaches a mean pass rate of 0 too (generation 7; high and max at 3)",
-         ("claim2", 0): "no: no one-step ΔPass interval lies below 0 (length +0.8 [−1.5, +3.2] points, scenario "
-                        "−13.3 [−50.4, +23.7], skill +13.3 [−61.9, +88.5]); only length's ΔTurns lies above 0 "
-                        "(+2.27 [+1.37, +3.16])",
+         ("claim2", 0): "no: no one-step ΔPass interval lies below 0 (length −5.8 [−25.1, +13.4] points, scenario "
+                        "0.0 [0.0, 0.0], skill +26.7 [−27.3, +80.6]); only length's ΔTurns lies above 0 "
+                        "(+2.77 [+1.98, +3.57])",
          ("claim3", 0): "no: every solver's ρ(D_T, pass rate) interval reaches 0 (A −0.17 [−0.40, +0.03], "
                         "B −0.20 [−0.50, +0.15], C −0.20 [−0.56, 0.00]; 57 environments, 5 seeds, BCa), "
                         "within equal lengths too"}
