@@ -42,13 +42,15 @@ def verdicts(summary: dict, prefix: str = "", inside: bool = False) -> dict[str,
     return out
 
 
-def short(verdict: str) -> str:
-    """``withheld (…)`` for a withheld verdict, else the verdict itself."""
+def short(verdict: str, brief: bool = False) -> str:
+    """``withheld (…)`` for a withheld verdict (``withheld`` alone if ``brief``), else the verdict itself."""
     head = "no verdict (precondition: "
-    return f"withheld ({verdict[len(head):-1]})" if verdict.startswith(head) else verdict
+    if not verdict.startswith(head):
+        return verdict
+    return "withheld" if brief else f"withheld ({verdict[len(head):-1]})"
 
 
-def table(blocks: list[int], full: bool = False, root: Path | None = None) -> list[dict]:
+def table(blocks: list[int], full: bool = False, root: Path | None = None, brief: bool = False) -> list[dict]:
     """One row per (notebook, verdict entry): the verdict on each block and whether they agree."""
     root = root or ROOT
     names = sorted(p.stem for p in (root / "notebooks").glob("*.ipynb"))
@@ -60,7 +62,7 @@ def table(blocks: list[int], full: bool = False, root: Path | None = None) -> li
             per_block[b] = verdicts(json.loads(p.read_text())) if p.exists() else None
         keys = sorted({k for v in per_block.values() if v for k in v})
         for key in keys:
-            shown = {b: (short(v[key]) if v and key in v else None) for b, v in per_block.items()}
+            shown = {b: (short(v[key], brief) if v and key in v else None) for b, v in per_block.items()}
             ran = [s for s in shown.values() if s is not None]
             heads = {s.split(" ")[0] for s in ran}
             agree = "—" if len(ran) < 2 else "yes" if len(heads) == 1 else "**unstable**"
@@ -82,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("blocks", nargs="*", type=int, default=[0], help="seed blocks (default: 0)")
     ap.add_argument("--full", action="store_true", help="the papers' sizes (results/full/…)")
     ap.add_argument("--json", action="store_true", help="the rows as JSON instead of a markdown table")
+    ap.add_argument("--brief", action="store_true", help="withheld verdicts without their failed preconditions")
     args = ap.parse_args(argv)
-    rows = table(args.blocks, args.full, ROOT)
+    rows = table(args.blocks, args.full, ROOT, args.brief)
     if not rows:
         print(f"verdicts: no summary.json for blocks {args.blocks} under {ROOT / 'results'}; "
               "run `make reproduce` (SEED=N for block N) first", file=sys.stderr)

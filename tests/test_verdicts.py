@@ -39,6 +39,8 @@ def test_blocks_side_by_side_with_unstable_and_withheld_verdicts(tmp_path, capsy
     assert rows["b", "peak_reproduced"]["blocks"][100] == "withheld (runs 5, needs ≥ 10)"
     assert rows["c", "reproduced.peak"]["blocks"] == {0: "yes", 100: None} and rows["c", "reproduced.peak"]["agree"] == "—"
     assert rows["c", "reproduced.final"]["blocks"][0] == "tie"
+    brief = {(r["notebook"], r["verdict"]): r for r in v.table([0, 100], root=tmp_path, brief=True)}
+    assert brief["b", "peak_reproduced"]["blocks"][100] == "withheld"
     assert v.main(["0", "100"]) == 0 and "| `a` | reproduced | yes | tie | **unstable** |" in capsys.readouterr().out
 
 
