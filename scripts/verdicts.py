@@ -7,8 +7,9 @@
 
 A verdict is every ``…reproduced`` entry of a summary (a notebook may record several, e.g. a
 methods comparison's peak and final scores), shown as yes / no / tie / withheld (with the failed
-preconditions). The last column says whether the blocks agree: a claim whose verdict changes with the
-block is **unstable**, a property of which seeds a block draws, which no single block's result can
+preconditions). The last column says whether the blocks that gave a verdict agree (a withheld block
+does not count, and fewer than two verdicts is "—"): a claim whose verdict changes with the block is
+**unstable**, a property of which seeds a block draws, which no single block's result can
 show (docs/preregistration.md, "Seed blocks"). Notebooks not run on a block show "—". Nothing here
 computes a verdict: the notebooks do, this only reads them, so the table is the runs' own record.
 """
@@ -63,7 +64,7 @@ def table(blocks: list[int], full: bool = False, root: Path | None = None, brief
         keys = sorted({k for v in per_block.values() if v for k in v})
         for key in keys:
             shown = {b: (short(v[key], brief) if v and key in v else None) for b, v in per_block.items()}
-            ran = [s for s in shown.values() if s is not None]
+            ran = [s for s in shown.values() if s is not None and not s.startswith("withheld")]
             heads = {s.split(" ")[0] for s in ran}
             agree = "—" if len(ran) < 2 else "yes" if len(heads) == 1 else "**unstable**"
             rows.append({"notebook": name, "verdict": key, "blocks": shown, "agree": agree})

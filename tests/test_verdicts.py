@@ -37,6 +37,7 @@ def test_blocks_side_by_side_with_unstable_and_withheld_verdicts(tmp_path, capsy
     assert rows["a", "reproduced"]["agree"] == "**unstable**"
     assert rows["b", "calibration.reproduced"]["agree"] == "yes"
     assert rows["b", "peak_reproduced"]["blocks"][100] == "withheld (runs 5, needs ≥ 10)"
+    assert rows["b", "peak_reproduced"]["agree"] == "—"  # a withheld block gives no verdict to agree with
     assert rows["c", "reproduced.peak"]["blocks"] == {0: "yes", 100: None} and rows["c", "reproduced.peak"]["agree"] == "—"
     assert rows["c", "reproduced.final"]["blocks"][0] == "tie"
     brief = {(r["notebook"], r["verdict"]): r for r in v.table([0, 100], root=tmp_path, brief=True)}
