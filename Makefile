@@ -50,7 +50,7 @@ nb: setup
 	$(PY) scripts/run_notebooks.py $(NAME) $(if $(FULL),--full,) $(if $(SEED),--seed $(SEED),)
 
 ## What CI runs (`bash .ci/run`): the default suite, then every notebook at smoke sizes with its
-## assertions on seed block 0 (one setup; measured on 2 cores with 2 test workers: 13.2 min + 47.4 min).
+## assertions on seed block 0 (one setup; measured on 2 cores with 2 test workers: 13.6 min + 40.3 min).
 check: setup engine
 	$(PY) -m pytest -m "not slow and not notebooks" $(XDIST) $(PYTEST_ARGS)
 	$(PY) -m pytest -m "notebooks and not slow" $(XDIST) $(PYTEST_ARGS)
