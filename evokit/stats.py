@@ -256,6 +256,29 @@ def verdict(iv: Interval, zero: float = 0.0) -> str:
     return "overlaps"
 
 
+def paper_side(iv: Interval | dict, expected: str = "above", zero: float = 0.0) -> str:
+    """A claim part's verdict (docs/preregistration.md, "Verdicts"): "yes" if the interval lies wholly
+    on the paper's side of ``zero`` (``expected``: "above" or "below"), "no" if wholly on the other
+    side, "tie" if it holds ``zero``.
+
+    >>> paper_side({"estimate": -1.0, "lo": -2.0, "hi": -0.5, "n": 5}, "below"), paper_side(Interval(1, 0.5, 2, 5), "below")
+    ('yes', 'no')
+    """
+    v = verdict(Interval.from_dict(iv) if isinstance(iv, dict) else iv, zero)
+    return "yes" if v == expected else "tie" if v == "overlaps" else "no"
+
+
+def combine(parts: Sequence[str]) -> str:
+    """A claim's verdict from its gating parts' verdicts: "yes" if every part is yes, "no" if any is no,
+    "tie" otherwise (an empty list is a tie: nothing was shown).
+
+    >>> combine(["yes", "yes"]), combine(["yes", "tie"]), combine(["tie", "no"])
+    ('yes', 'tie', 'no')
+    """
+    parts = list(parts)
+    return "no" if "no" in parts else "yes" if parts and all(p == "yes" for p in parts) else "tie"
+
+
 @dataclass(frozen=True)
 class Precondition:
     """One condition a claim needs to be able to come out either way: its measured ``value``, the

@@ -1,13 +1,14 @@
 """The EE notebooks run end to end (marked ``notebooks``): each runs at smoke sizes with papermill and
-records the EE claims, fixed before the first run, as estimates over 5 evolution seeds with 95 %
-intervals in its summary.json (static shape of every notebook: test_notebooks_static.py).
+records the EE claims as docs/preregistration.md registers them, as means over 5 evolution seeds
+(the unit) with 95 % t intervals and the registered preconditions in its summary.json (static shape of
+every notebook: test_notebooks_static.py).
 
-* claim 1, effort (``ee_effort``): within 8 generations the population's mean pass rate reaches 0 for high
-  and max and not for low, max no later than high;
+* claim 1, effort (``ee_effort``, D_T gate off): per lineage, reaching a population pass rate of 0 within
+  8 generations; share(high) − share(low) and share(max) − share(low) above 0 over units;
 * claim 2, directions (``ee_table1_directions``): one high-effort step along each direction lowers the pass
   rate (interval below 0) and raises turns per trajectory (interval above 0);
-* claim 3, calibration (``ee_difficulty``): ρ(D_T, pass rate) < 0 for each of solvers A, B, C, and within
-  equal-length strata;
+* claim 3, calibration (``ee_difficulty``): per-unit ρ(D_T, pass rate) < 0 for each of solvers A, B, C,
+  and within equal-length strata;
 * quickstart: the last generation re-verified from scratch, the lineage browser rendered with the measured
   pass rates; and the stored notebook also passes ``nbval --nbval-lax``.
 
@@ -18,8 +19,8 @@ recorded numbers where a run found the claim not holding on that block.
 
 Not asserted, because they follow from the code alone: that D_T rises at every edit where the D_T gate is
 on (evokit.evolve.review rejects edits that do not: tested there), that every stored environment was
-verified (the harness stores only those that pass), that seeds pass the filter (the filter keeps only
-those), the paper's Table 1 signs (constants in evokit.reference).
+verified (the harness stores only those that pass), that admitted seeds lie in the band (admission keeps
+only those), the paper's Table 1 signs (constants in evokit.reference).
 
 Figures go to a temporary ``EVOKIT_FIGURES`` and rows to temporary ``results_dir``s, so a test run
 never overwrites ``figures/`` or ``results/``. The four runs of a block share one solver population and
@@ -37,7 +38,16 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from notebook_support import BLOCKS, expect_claim, interval_ok, runner, sign
+from notebook_support import (
+    BLOCKS,
+    expect_claim,
+    follows,
+    interval_ok,
+    paper_side,
+    runner,
+    runs_precondition,
+    sign,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ("00_quickstart", "ee_effort", "ee_table1_directions", "ee_difficulty")
@@ -95,52 +105,67 @@ def test_quickstart(ee_run):
     assert s["study"]["difficulty_gate"] is False and 0 <= s["n_raising_d_t"] <= s["n_edits"] == s["n_envs"] - 3
 
 
-def _zero(curve: list[dict]) -> int | None:
-    """First generation whose across-seed interval is [0, 0] (the mean pass rate reached 0)."""
-    return next((g for g, iv in enumerate(curve) if iv["hi"] == 0), None)
+def _combined(parts: list[str]) -> str:
+    """A claim's verdict from its parts (docs/preregistration.md, "Verdicts"), recomputed here."""
+    return "no" if "no" in parts else "yes" if parts and all(p == "yes" for p in parts) else "tie"
 
 
 @pytest.mark.notebooks
 def test_effort_claim_1_consistent(ee_run):
-    """Claim 1 over 5 evolution seeds × 8 generations: the first generation at a pass rate of 0 per
-    effort read from the recorded intervals, and the verdict recomputed from them (high and max
-    reach 0, low does not, max no later than high)."""
+    """Claim 1 over 5 evolution seeds × 8 generations, D_T gate off: each effort's per-unit shares of
+    lineages reaching 0 give its interval; the parts are the paired differences of those shares (and
+    of the censored first-zero generations); the verdict follows from the parts and preconditions."""
     s = ee_run("ee_effort")
-    assert s["generations"] >= 8 and s["n_evolution_seeds"] == 5
-    curve = s["pass_rate_curve"]
-    for c in curve.values():
-        for iv in c:
-            interval_ok(iv)
-    z = {e: _zero(c) for e, c in curve.items()}
-    assert z == s["first_zero_generation"], (z, s["first_zero_generation"])
-    holds = (z["high"] is not None and z["max"] is not None and z["low"] is None and z["max"] <= z["high"])
-    assert s["reproduced"] == ("yes" if holds else "no"), s["checks"]
+    assert s["gate"] == "off" and s["study"]["difficulty_gate"] is False
+    assert s["horizon"] >= 8 and s["n_evolution_seeds"] == 5
+    runs_precondition(s["preconditions"], "evolution seeds with every effort", 5)
+    per = s["per_unit"]
+    for e in ("low", "high", "max"):
+        assert all(v in (0.0, 1.0) for v in per["reaches_zero_share"][e])  # one lineage per unit at smoke size
+        assert all(1 <= v <= s["horizon"] + 1 or v == 0 for v in per["first_zero"][e])
+        interval_ok(s["reaches_zero_share"][e])
+        assert s["reaches_zero_share"][e]["estimate"] == pytest.approx(sum(per["reaches_zero_share"][e]) / 5)
+    diffs = {"high_minus_low": ("reaches_zero_share", "high", "low"), "max_minus_low": ("reaches_zero_share", "max", "low"),
+             "first_zero_high_minus_max": ("first_zero", "high", "max")}
+    for k, (v, a, b) in diffs.items():
+        iv = s["parts"][k]
+        interval_ok(iv)
+        assert iv["estimate"] == pytest.approx(sum(x - y for x, y in zip(per[v][a], per[v][b], strict=True)) / 5)
+        assert s["part_verdicts"][k] == paper_side(iv, "above"), (k, iv)
+    follows(s["reproduced"], _combined([paper_side(s["parts"][k], "above") for k in ("high_minus_low", "max_minus_low")]),
+            s["preconditions"])
+    follows(s["max_sooner_reproduced"], paper_side(s["parts"]["first_zero_high_minus_max"], "above"), s["preconditions"])
 
 
 @pytest.mark.notebooks
 def test_effort_claim_1_direction(ee_run, request):
-    """EE's claim 1: within 8 generations high and max effort bring the mean pass rate to 0, low does
-    not, max no later than high."""
+    """EE's claim 1: within the horizon, lineages at high and max effort reach a pass rate of 0 more often
+    than at low effort (both paired differences above 0)."""
     expect_claim(request, KNOWN, "claim1", ee_run.seed)
     s = ee_run("ee_effort")
-    assert s["reproduced"] == "yes", (s["first_zero_generation"], s["checks"])
+    assert s["reproduced"] == "yes", (s["parts"], s["preconditions"])
 
 
 @pytest.mark.notebooks
 def test_table1_claim_2_consistent(ee_run):
     """Claim 2 over 5 evolution seeds: per direction the one-step ΔPass and ΔTurns verdicts recomputed
-    from their intervals, the claim's verdict from them; the paper's values stand beside ours."""
+    from their intervals, the claim's verdict from them and the preconditions; the paper's values stand
+    beside ours."""
     s = ee_run("ee_table1_directions")
     assert s["study"]["difficulty_gate"] is False and len(s["study"]["evolution_seeds"]) == 5
     ds = s["directions"]
     assert set(ds) == {"length", "scenario", "skill"}
+    parts = []
     for d, r in ds.items():
         p, t = r["d_pass_pts_one_step"], r["d_turns_one_step"]
         interval_ok(p)
         interval_ok(t)
         assert r["pass_verdict"] == sign(p) and r["turns_verdict"] == sign(t), (d, r)
-    holds = all(r["pass_verdict"] == "below" and r["turns_verdict"] == "above" for r in ds.values())
-    assert s["reproduced"] == ("yes" if holds else "no")
+        assert (r["pass_reproduced"], r["turns_part"]) == (paper_side(p, "below"), paper_side(t, "above")), (d, r)
+        parts += [paper_side(p, "below"), paper_side(t, "above")]
+    runs_precondition(s["preconditions"], "fewest evolution seeds with a generation-1 child in a direction",
+                      min(r["n_evolution_seeds"] for r in ds.values()))
+    follows(s["reproduced"], _combined(parts), s["preconditions"])
     rows = {r["row"]: r for r in s["table1"]}
     for d in ds:
         one = rows[f"{d}, 1 step"]
@@ -154,26 +179,30 @@ def test_table1_claim_2_direction(ee_run, request):
     raises turns per trajectory."""
     expect_claim(request, KNOWN, "claim2", ee_run.seed)
     s = ee_run("ee_table1_directions")
-    verdicts = {d: (r["pass_verdict"], r["turns_verdict"]) for d, r in s["directions"].items()}
-    assert s["reproduced"] == "yes", verdicts
+    verdicts = {d: (r["pass_reproduced"], r["turns_part"]) for d, r in s["directions"].items()}
+    assert s["reproduced"] == "yes", (verdicts, s["preconditions"])
 
 
 @pytest.mark.notebooks
 def test_difficulty_claim_3_consistent(ee_run):
-    """Claim 3: ρ(D_T, pass rate) per solver A, B, C, over all environments and within equal lengths,
-    each with an interval over 5 evolution seeds; each verdict and the claim's recomputed."""
+    """Claim 3: per-unit ρ(D_T, pass rate) per solver A, B, C, over all environments and within equal
+    lengths, each with a t interval over the 5 evolution seeds whose ρ is defined; each part's verdict
+    and the claim's recomputed with the preconditions."""
     s = ee_run("ee_difficulty")
     cal = s["calibration"]
     assert cal["n_evolution_seeds"] == 5 and cal["n_envs"] >= 5, cal
+    parts = []
     for n in ("A", "B", "C"):
         for key in ("rho_d_t", "rho_within_length"):
-            iv = cal["solvers"][n][key]
-            interval_ok(iv, n=None)
-            assert iv["verdict"] == sign(iv), (n, key, iv)
-    below = {n: cal["solvers"][n]["rho_d_t"]["verdict"] == "below" for n in ("A", "B", "C")}
-    within = {n: cal["solvers"][n]["rho_within_length"]["verdict"] == "below" for n in ("A", "B", "C")}
-    assert cal["reproduced"] == ("yes" if all(below.values()) and all(within.values())
-                                 else "partly" if all(below.values()) else "no")
+            iv, xs = cal["solvers"][n][key], cal["solvers"][n]["per_unit"][key]
+            defined = [x for x in xs if x is not None and x == x]  # NaN (undefined ρ) is left out
+            assert len(xs) == 5 and iv["n"] == len(defined) and iv["undefined_units"] == 5 - len(defined), (n, key)
+            if len(defined) >= 2:
+                interval_ok(iv, n=None)
+                assert iv["estimate"] == pytest.approx(sum(defined) / len(defined))
+            assert iv["verdict"] == sign(iv) and iv["reproduced_part"] == paper_side(iv, "below"), (n, key, iv)
+            parts.append(iv["reproduced_part"])
+    follows(cal["reproduced"], _combined(parts), cal["preconditions"])
 
 
 @pytest.mark.notebooks
@@ -181,7 +210,7 @@ def test_difficulty_claim_3_direction(ee_run, request):
     """EE's claim 3: D_T is calibrated, ρ(D_T, pass rate) < 0 for each solver, also within equal lengths."""
     expect_claim(request, KNOWN, "claim3", ee_run.seed)
     cal = ee_run("ee_difficulty")["calibration"]
-    assert cal["reproduced"] == "yes", cal["checks"]
+    assert cal["reproduced"] == "yes", cal["preconditions"]
 
 
 @pytest.mark.notebooks

@@ -39,7 +39,14 @@ from evokit.curriculum import store_envs
 from evokit.rollout import rollout_workers
 from evokit.rows import read_rows
 from evokit.sources import make_source
-from evokit.stats import MIN_UNITS, Interval, difference, interval, precondition, verdict, withheld
+from evokit.stats import (
+    MIN_UNITS,
+    difference,
+    interval,
+    paper_side,
+    precondition,
+    withheld,
+)
 from evokit.studies.folder import check_study
 from evokit.studies.warm_start import (
     EEStudy,
@@ -163,13 +170,6 @@ def slope(x: Sequence[float], y: Sequence[float]) -> float:
     return float(np.polyfit(x, y, 1)[0]) if len(x) > 1 else float("nan")
 
 
-def reproduced(iv: Interval, expected: str) -> str:
-    """"yes" if the interval lies on the paper's side of 0 (``expected``: "above"/"below"), "tie" if it
-    overlaps 0, "no" if it lies on the other side."""
-    v = verdict(iv)
-    return "yes" if v == expected else "tie" if v == "overlaps" else "no"
-
-
 def per_run(frame: pd.DataFrame, first: int) -> pd.DataFrame:
     """Per (run, curriculum) over the first ``first`` steps: mean shares and reward, reward/turns/generation slopes."""
     rows = []
@@ -237,15 +237,15 @@ def curricula_summary(frame: pd.DataFrame, first: int = 50, min_runs: int = MIN_
                           name="partially solved share, EL − random")
         s_el, s_rnd = (interval(g.reward_slope, name="reward slope") for g in (el, rnd))
         out["claim4"] = {"share_difference": diff.as_dict(),
-                         "share_reproduced": withheld(reproduced(diff, "above"), pre["claim4"]),
+                         "share_reproduced": withheld(paper_side(diff, "above"), pre["claim4"]),
                          "reward_slope_el": s_el.as_dict(), "reward_slope_random": s_rnd.as_dict(),
-                         "el_rises": withheld(reproduced(s_el, "above"), pre["claim4"]),
-                         "random_dips": withheld(reproduced(s_rnd, "below"), pre["claim4"]),
+                         "el_rises": withheld(paper_side(s_el, "above"), pre["claim4"]),
+                         "random_dips": withheld(paper_side(s_rnd, "below"), pre["claim4"]),
                          "dead_group_share": {n: out["curricula"][n]["dead_group_share"] for n in ("el", "random")},
                          "paper": "EL keeps more groups partially solved; EL's reward rises, random's dips"}
     if "el" in by:
         t = interval(by["el"].turns_slope, name="EL turns slope")
-        out["claim5"] = {"turns_slope_el": t.as_dict(), "reproduced": withheld(reproduced(t, "above"), pre["claim5"]),
+        out["claim5"] = {"turns_slope_el": t.as_dict(), "reproduced": withheld(paper_side(t, "above"), pre["claim5"]),
                          "generation_slope_el": out["curricula"]["el"]["generation_slope"],
                          "paper": "turns per trajectory rise steadily as harder generations unlock (≈190 for 27B)"}
     return out

@@ -19,18 +19,20 @@ stated here once (the measurement's own departures are in :mod:`evokit.studies.p
 2. **Reference models.** The solver population A, B, C of :mod:`evokit.cpu_agent.solvers`, pretrained on
    data (never on p_T), with up to ``attempts`` techniques per step: pass rate and turns are
    measurements. The population's pass rate of an environment is the mean of the three.
-3. **Seeds.** As EE's filter, a seed is kept when an independent solver (the filter solver, not
-   one of A, B, C) passes it at most 4/8 (``seed_pass``), and of those the longer ones: EE asks
-   for ≥ 30 turns on average, a scale our 2–5-step seeds do not have, so the kept candidates are
-   ranked by the filter solver's mean turns, then plan length (:func:`evokit.seeds.select_seeds`),
-   out of ``seed_pool`` candidates per kept seed. (The training studies admit by the registered
-   band instead, :func:`evokit.seeds.admit_seeds`.)
+3. **Seeds admitted by a band on the measuring population** (docs/preregistration.md, "Seed
+   admission"). EE keeps seeds a frontier model passes ≤ 4/8 and that need ≥ 30 turns; here a
+   candidate is admitted when the population's pass rate (mean of A, B, C over 8 rollouts each)
+   lies in ``seed_band`` (1/8 ≤ p̂ ≤ 4/8), and the admitted are ranked by plan length, then mean
+   turns on successful trajectories (:func:`evokit.seeds.admit_seeds`). The lower bound is
+   measurability: a pass rate that starts at 0 cannot fall, so such seeds would decide claims 1
+   and 2 by the floor. Admission reads its own rollout stream (``admission_seed``), the claims
+   another (``measure_seed``), so a seed admitted by a lucky draw is not measured with the same
+   luck: generation 0's pass rate, from which every change is measured, is a fresh measurement.
+   No two evolution seeds admit the same seed task (by content), so they are independent units.
 4. **The D_T gate** (:class:`~evokit.evolve.EvolveConfig` ``difficulty_gate``): the procedural
    proposer and reviewer accept only edits that raise D_T and the direction's part of it. It is
-   evokit's addition (EE computes no D_T and has no gate). It is on in ``ee_effort`` (its figure
-   shows no D_T) and off where a figure reports D_T
-   (``ee_difficulty``, ``ee_table1_directions``, the quickstart), so that D_T's rise there is a
-   measurement.
+   evokit's addition (EE computes no D_T and has no gate), so the claims are read with it off;
+   ``ee_effort`` runs the gated arm beside at full size, as the gate's effect.
 5. **Pinned lineages may end early.** With the gate on, a lineage pinned to ``scenario`` or
    ``skill`` ends when the catalog has no rarer situation or technique left (the harness records
    an "end"); averages "over all generations" are over the edits that exist, and a curve carries
@@ -44,6 +46,7 @@ mean turns over 8 rollouts (mean and per solver: :func:`evokit.studies.populatio
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -51,13 +54,13 @@ from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.evolve import EvolveConfig, evolve
 from evokit.rows import append_rows, read_rows
-from evokit.seeds import make_seeds, select_seeds
+from evokit.seeds import SeedBand, admit_seeds, make_seeds
 from evokit.studies.evolution_analysis import MUTATIONS, PARTS
 from evokit.studies.folder import PhaseClock, StudyError, check_study
-from evokit.studies.population import ATTEMPTS, FILTER_SOLVER, ROLLOUTS, flat, load_solvers, measure
+from evokit.studies.population import ATTEMPTS, ROLLOUTS, flat, load_solvers, measure
 from evokit.verify import verify_task
 
-__all__ = ["EvolutionStudy", "QuickstartStudy", "StudyError", "env_row", "evolution_study", "quickstart",
+__all__ = ["EvolutionStudy", "admitted_seeds", "QuickstartStudy", "StudyError", "env_row", "evolution_study", "quickstart",
            "read_rows", "store_name"]
 
 
@@ -74,9 +77,11 @@ class EvolutionStudy:
     solvers: tuple[str, ...] = ("A", "B", "C")  # the measuring population (evokit.cpu_agent.solvers)
     rollouts: int = ROLLOUTS
     attempts: int = ATTEMPTS
-    seed_pass: tuple[float, float] = (0.0, 0.5)  # EE: keep seeds the filter solver passes ≤ 4/8
-    seed_pool: int = 8  # candidate seed tasks measured per kept seed; the longest in seed_pass are kept
-    measure_seed: int = 0  # rollout seed base of the measurement (keyed by content besides)
+    seed_band: SeedBand = SeedBand()  # admitted: the population passes a seed within the band (EE: ≤ 4/8)
+    seed_pool: int = 8  # candidate seed tasks per admitted seed, per round
+    max_candidate_rounds: int = 4  # more rounds, one at a time, while fewer than n_seeds are admitted
+    admission_seed: int = 1  # rollout stream of the seed admission (module docstring, 3)
+    measure_seed: int = 0  # rollout stream of the measurement the claims read (keyed by content besides)
 
 
 @dataclass(frozen=True)
@@ -99,31 +104,57 @@ def store_name(effort: str, direction: str | None) -> str:
     return f"{effort}-{direction or 'all'}"
 
 
-def filtered_seeds(out: Path, filter_solver: dict, study: EvolutionStudy, seed: int, solver_dir: Path, *,
-                   workers: int, progress: bool) -> list[Path]:
-    """EE's seed filter: of ``seed_pool``·``n_seeds`` verified candidates, those whose filter-solver pass
-    rate lies in ``seed_pass``, the ``n_seeds`` longest first (:func:`evokit.seeds.select_seeds`: the
-    filter solver's mean turns, then plan length). Candidate i is the same whatever the pool size."""
-    lo, hi = study.seed_pass
-    rows = make_seeds(study.seed_pool * study.n_seeds, seed, out / "seeds", workers=workers, progress=False)
-    m = measure(filter_solver, {r["content_hash"]: out / "seeds" / r["name"] for r in rows}, solver_dir,
-                rollouts=study.rollouts, attempts=study.attempts, seed=study.measure_seed, workers=workers,
-                progress=progress, desc=f"seed filter (evolution seed {seed})")
-    measured = [{"name": r["name"], "length": r["length"], **m[r["content_hash"]][FILTER_SOLVER.name]} for r in rows]
-    try:
-        kept = select_seeds([r for r in measured if r["pass_rate"] >= lo], study.n_seeds, max_pass=hi)
-    except ValueError as e:  # too few in seed_pass
-        raise StudyError(f"{out / 'seeds'}: {e} (raise seed_pool, or widen seed_pass {study.seed_pass})") from None
-    return [out / "seeds" / r["name"] for r in kept]
+def admitted_seeds(out: Path, solvers: dict, study: EvolutionStudy, seed: int, solver_dir: Path, *,
+                   taken: set[str] | frozenset[str] = frozenset(), workers: int, progress: bool) -> list[dict]:
+    """The ``n_seeds`` seed tasks of evolution seed ``seed`` (module docstring, 3): candidates made with
+    ``seed`` (``seed_pool``·``n_seeds`` a round, one more round at a time up to
+    ``max_candidate_rounds`` while too few are admitted; candidate i is the same whatever the pool
+    size), measured by the population on the admission stream, those in ``seed_band`` whose content
+    is not in ``taken`` (another unit's), ranked by :func:`evokit.seeds.admit_seeds`.
+
+    Returns the admitted rows (``name``, ``path``, ``content_hash``, ``length``, ``pass_rate``) and
+    records the admission in ``out/seed_admission.json``. Raises :class:`StudyError` when too few
+    candidates lie in the band.
+    """
+    band = study.seed_band
+    for rounds in range(1, max(1, study.max_candidate_rounds) + 1):
+        n = study.seed_pool * study.n_seeds * rounds
+        rows = make_seeds(n, seed, out / "seeds", workers=workers, progress=False)
+        rows = [r for r in rows if int(r["name"].rsplit("-", 1)[1]) < n]  # a resumed folder may hold more
+        m = measure(solvers, {r["content_hash"]: out / "seeds" / r["name"] for r in rows}, solver_dir,
+                    rollouts=study.rollouts, attempts=study.attempts, seed=study.admission_seed, workers=workers,
+                    progress=progress, desc=f"seed admission (evolution seed {seed})")
+        measured = [{"name": r["name"], "content_hash": r["content_hash"], "length": r["length"],
+                     "pass_rate": flat(m[r["content_hash"]])["pass_rate"],
+                     "success_turns": _mean_or_none(x.get("success_turns") for x in m[r["content_hash"]].values())}
+                    for r in rows]
+        ranked = [r for r in admit_seeds(measured, band) if r["content_hash"] not in taken]
+        if len(ranked) >= study.n_seeds:
+            break
+    if len(ranked) < study.n_seeds:
+        raise StudyError(f"{out / 'seeds'}: {len(ranked)} of {len(rows)} candidate seeds lie in the band "
+                         f"{band.lo:.3f} ≤ p ≤ {band.hi:.3f} for the population; {study.n_seeds} are needed "
+                         "(raise max_candidate_rounds or seed_pool)")
+    picked = [{**r, "path": str(out / "seeds" / r["name"])} for r in ranked[: study.n_seeds]]
+    (out / "seed_admission.json").write_text(json.dumps({
+        "evolution_seed": seed, "band": [band.lo, band.hi], "candidates": len(rows), "in_band": len(ranked),
+        "admitted": [r["name"] for r in picked], "content_hashes": [r["content_hash"] for r in picked],
+        "admission_pass_rates": [r["pass_rate"] for r in picked]}, indent=2))
+    return picked
+
+
+def _mean_or_none(xs) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
 
 
 def evolution_study(results_dir: str | Path, study: EvolutionStudy = EvolutionStudy(), *, workers: int = 2,
                     solver_dir: str | Path | None = None, progress: bool = True) -> Path:
-    """Solvers → filtered seeds → one evolution run per (evolution seed, effort, direction) → every
+    """Solvers → admitted seeds → one evolution run per (evolution seed, effort, direction) → every
     environment measured by the population; returns the path of ``envs.jsonl``.
 
-    Layout of ``results_dir``: ``seed<s>/seeds/`` and ``seed<s>/stores/<effort>-<direction>/`` per
-    evolution seed s, ``envs.jsonl`` (:func:`env_row`), ``timings.json``, ``study.json``. Solvers and
+    Layout of ``results_dir``: ``seed<s>/seeds/``, ``seed<s>/seed_admission.json`` and
+    ``seed<s>/stores/<effort>-<direction>/`` per evolution seed s, ``envs.jsonl`` (:func:`env_row`), ``timings.json``, ``study.json``. Solvers and
     their measurements live in ``solver_dir`` (default ``results_dir``): the EE notebooks share them,
     and an environment two notebooks both evolve (same content) is measured once. Every stage resumes.
     """
@@ -133,12 +164,14 @@ def evolution_study(results_dir: str | Path, study: EvolutionStudy = EvolutionSt
     clock = PhaseClock(out / "timings.json")
     with clock("solvers"):
         solvers = load_solvers(solver_dir, study.solvers)
-        filter_solver = load_solvers(solver_dir, [FILTER_SOLVER.name])
-    stores = []
+    stores, taken = [], set()
     for s in study.evolution_seeds:
         base = out / f"seed{s}"
         with clock(f"seeds {s}"):
-            seed_dirs = filtered_seeds(base, filter_solver, study, s, solver_dir, workers=workers, progress=progress)
+            admitted = admitted_seeds(base, solvers, study, s, solver_dir, taken=taken, workers=workers,
+                                      progress=progress)
+        taken |= {r["content_hash"] for r in admitted}
+        seed_dirs = [Path(r["path"]) for r in admitted]
         for effort in study.efforts:
             for d in study.directions:
                 direction = None if d in (None, "", "all") else d

@@ -4,10 +4,12 @@
 environment's evolution seed, D_T and its parts, its edit's mutation, and the solver population's
 pass rate and turns (mean and per solver). Here: the change each accepted edit made
 (:func:`edit_rows`), population curves per generation with across-seed intervals
-(:func:`seed_curves`), and the three claims (stated before any run) as summaries with intervals from
-:mod:`evokit.stats` (the unit of resampling is the evolution seed): effort (:func:`effort_claim`),
-directions / EE Table 1 (:func:`direction_claim`, :func:`table1`) and calibration
-(:func:`calibration_claim`). All pure functions of rows.
+(:func:`seed_curves`), and the three claims as docs/preregistration.md registers them (claims 1–3):
+effort (:func:`effort_claim`), directions / EE Table 1 (:func:`direction_claim`, :func:`table1`) and
+calibration (:func:`calibration_claim`). The unit is the evolution seed (its own admitted seed
+tasks and evolution choices); every claim statistic is a mean over units with a t interval
+(:mod:`evokit.stats`), every claim reports its registered preconditions, and a claim whose
+precondition fails is withheld. All pure functions of rows.
 """
 
 from __future__ import annotations
@@ -20,10 +22,26 @@ import numpy as np
 
 from evokit.evolve import DIRECTIONS
 from evokit.evolve.edits import TERM
-from evokit.stats import Interval, interval, verdict
+from evokit.stats import (
+    MIN_UNITS,
+    Interval,
+    combine,
+    difference,
+    interval,
+    paper_side,
+    precondition,
+    verdict,
+    withheld,
+)
 
 PARTS = ("length_term", "scenario_term", "skill_term")  # D_T's three parts (evokit.difficulty)
 MUTATIONS = ("instruction", "environment", "verification", "total")  # EE's mutation metrics
+#: docs/preregistration.md, claims 1 and 2: at least this share of lineages (claim 1) or parents
+#: (claim 2) with a population pass rate above 0 before any edit, else the floor decides the claim.
+MIN_ALIVE_SHARE = 0.9
+#: claim 3: environments per unit, the share of them strictly between pass rates 0 and 1 per
+#: solver, and length strata usable per unit (≥ 3 environments, pass rates not all equal).
+MIN_UNIT_ENVS, MIN_MIXED_SHARE, MIN_STRATA, MIN_STRATUM = 8, 0.3, 2, 3
 
 
 def _key(r: dict) -> tuple:
@@ -42,6 +60,7 @@ def edit_rows(rows: Sequence[dict]) -> list[dict]:
         out.append({**{k: r.get(k) for k in ("seed", "setting", "effort", "direction_setting", "direction",
                                              "lineage", "generation")},
                     "d_pass_pts": 100 * (r["pass_rate"] - parent["pass_rate"]), "d_turns": r["turns"] - parent["turns"],
+                    "d_turns_per_step": r["turns"] / r["length"] - parent["turns"] / parent["length"],
                     "d_length": r["length"] - parent["length"],
                     "d_d_t": r["d_t"] - parent["d_t"], **{f"d_{p}": r[p] - parent[p] for p in PARTS},
                     **{f"mutation_{m}": r[f"mutation_{m}"] for m in MUTATIONS}})
@@ -72,6 +91,26 @@ def _iv(xs: Sequence[float], name: str) -> dict:
 def _verdict(iv: dict) -> str:
     """:func:`evokit.stats.verdict` of an :func:`_iv` dict ("overlaps" when it has no interval)."""
     return verdict(Interval.from_dict(iv)) if iv["n"] >= 2 else "overlaps"
+
+
+def _side(iv: dict, expected: str) -> str:
+    """:func:`evokit.stats.paper_side` of an :func:`_iv` dict ("tie" when it has no interval)."""
+    return paper_side(iv, expected) if iv["n"] >= 2 else "tie"
+
+
+def _paired(a: Sequence[float], b: Sequence[float], name: str) -> dict:
+    """Paired difference a − b over units as an :func:`_iv` dict (no interval below 2 units)."""
+    if len(a) < 2:
+        return _iv([x - y for x, y in zip(a, b, strict=True)], name)
+    return difference(a, b, paired=True, name=name).as_dict()
+
+
+def _chains(rows: Sequence[dict]) -> dict[tuple, dict[int, dict]]:
+    """{(evolution seed, setting, lineage): {generation: row}}."""
+    chains: dict[tuple, dict[int, dict]] = defaultdict(dict)
+    for r in rows:
+        chains[_key(r)][r["generation"]] = r
+    return chains
 
 
 # --------------------------------------------------------------------------------- curves
@@ -119,53 +158,81 @@ def curves(rows: Sequence[dict], by: Sequence[str] = ("setting",),
 
 
 # ------------------------------------------------------------------------- claim 1: effort
-def effort_claim(rows: Sequence[dict]) -> dict:
-    """Claim 1: within the horizon the population's mean pass rate reaches 0 for high and max and
-    not for low; max reaches 0 no later than high.
+def first_zero(chain: dict[int, dict], horizon: int) -> int | None:
+    """The first generation ≤ ``horizon`` at which a lineage's population pass rate is 0 (None: it
+    does not reach 0 by then, or it ended before)."""
+    return next((g for g in sorted(chain) if g <= horizon and chain[g]["pass_rate"] == 0), None)
 
-    "Reaches 0 at generation g": the across-seed mean of the population pass rate is 0 at g (every seed's
-    lineages fail every rollout of every solver; its interval is then [0, 0]). Also recorded: the curves
-    of pass rate, turns and plan length with intervals, per-seed first generations at 0, the mean
-    mutation of an edit per effort.
+
+def effort_claim(rows: Sequence[dict], horizon: int | None = None, min_units: int = MIN_UNITS) -> dict:
+    """Claim 1 (docs/preregistration.md): high and max effort drive lineages to a pass rate of 0 within
+    the horizon H, low does not; max sooner.
+
+    Per lineage (the registered criterion): it *reaches 0* when its population pass rate is 0 at
+    some generation ≤ H; its first-zero generation is censored at H + 1 when it does not (an ended
+    lineage counts up to its last generation). Per unit (evolution seed) and effort: the share of its
+    lineages that reach 0 and their mean censored first-zero generation. Parts, paired over the
+    units that ran every effort: (a) share(high) − share(low), (b) share(max) − share(low), gating
+    ("yes" if both above 0, "no" if either below, else "tie"); (c) first-zero(high) − first-zero(max),
+    "max sooner", a verdict of its own. The curves (across-unit means per generation) are drawn beside.
     """
     efforts = [e for e in ("low", "high", "max") if any(r["effort"] == e for r in rows)]
-    edits = edit_rows(rows)
-    out: dict = {"generations": max(r["generation"] for r in rows), "efforts": efforts,
-                 "n_evolution_seeds": len({r["seed"] for r in rows}),
-                 "n_lineages": {e: len({_key(r) for r in rows if r["effort"] == e}) for e in efforts}}
+    horizon = max(r["generation"] for r in rows) if horizon is None else horizon
+    chains = _chains(rows)
+    lineages: dict[str, dict[int, list[tuple[bool, int]]]] = {e: defaultdict(list) for e in efforts}
+    for key, chain in chains.items():
+        z = first_zero(chain, horizon)
+        lineages[chain[min(chain)]["effort"]][key[0]].append((z is not None, horizon + 1 if z is None else z))
+    units = sorted(set.intersection(*(set(lineages[e]) for e in efforts))) if efforts else []
+    share = {e: [_mean(float(r) for r, _ in lineages[e][u]) for u in units] for e in efforts}
+    first = {e: [_mean(z for _, z in lineages[e][u]) for u in units] for e in efforts}
+    out: dict = {"generations": max(r["generation"] for r in rows), "horizon": horizon, "efforts": efforts,
+                 "n_evolution_seeds": len(units), "units": units,
+                 "n_lineages": {e: sum(map(len, lineages[e].values())) for e in efforts}}
     for value in ("pass_rate", "turns", "length"):
         out[f"{value}_curve"] = seed_curves(rows, "effort", value)
-    curve = out["pass_rate_curve"]
-    out["first_zero_generation"] = {e: next((g for g, iv in enumerate(curve[e]) if iv["estimate"] == 0), None)
-                                    for e in efforts}
-    out["min_pass_rate"] = {e: min(curve[e][1:], key=lambda iv: iv["estimate"]) for e in efforts}
-    per_seed = {}
-    for e in efforts:
-        seeds = sorted({r["seed"] for r in rows if r["effort"] == e})
-        per_seed[e] = {}
-        for s in seeds:
-            sub = [r for r in rows if r["effort"] == e and r["seed"] == s]
-            c = seed_curves(sub, "effort", "pass_rate")[e]
-            per_seed[e][str(s)] = next((g for g, iv in enumerate(c) if iv["estimate"] == 0), None)
-    out["first_zero_generation_per_seed"] = per_seed
+    out["reaches_zero_share"] = {e: _iv(share[e], f"{e} share reaching 0") for e in efforts}
+    out["first_zero"] = {e: _iv(first[e], f"{e} first-zero generation") for e in efforts}
+    out["per_unit"] = {"reaches_zero_share": share, "first_zero": first}
+    edits = edit_rows(rows)
     out["mean_mutation_total"] = {e: _iv(_by_seed([x for x in edits if x["effort"] == e],
                                                   lambda x: x["mutation_total"]), f"{e} mutation")
                                   for e in efforts}
-    z = out["first_zero_generation"]
-    checks = {"high_reaches_zero": z.get("high") is not None, "max_reaches_zero": z.get("max") is not None,
-              "low_does_not_reach_zero": "low" in z and z["low"] is None,
-              "max_no_later_than_high": z.get("max") is not None and (z.get("high") is None or z["max"] <= z["high"])}
-    out["checks"] = checks
-    out["reproduced"] = "yes" if all(checks.values()) else "no"
+    starts = [c[0]["pass_rate"] for c in chains.values() if 0 in c]
+    out["ended_share"] = {e: _mean(float(max(c) < horizon and first_zero(c, horizon) is None)
+                                   for c in chains.values() if c[min(c)]["effort"] == e) for e in efforts}
+    pre = [precondition("efforts run (low, high, max)", len(efforts), "=", 3),
+           precondition("evolution seeds with every effort", len(units), "≥", min_units),
+           precondition("share of lineages above pass rate 0 at generation 0", _mean(float(p > 0) for p in starts),
+                        "≥", MIN_ALIVE_SHARE)]
+    out["preconditions"] = [p.as_dict() for p in pre]
+    if len(efforts) == 3:
+        parts = {"high_minus_low": _paired(share["high"], share["low"], "share reaching 0: high − low"),
+                 "max_minus_low": _paired(share["max"], share["low"], "share reaching 0: max − low"),
+                 "first_zero_high_minus_max": _paired(first["high"], first["max"], "first-zero generation: high − max")}
+        out["parts"] = parts
+        out["part_verdicts"] = {k: _side(iv, "above") for k, iv in parts.items()}
+        claim = combine([out["part_verdicts"]["high_minus_low"], out["part_verdicts"]["max_minus_low"]])
+        out["reproduced"] = withheld(claim, pre)
+        out["max_sooner_reproduced"] = withheld(out["part_verdicts"]["first_zero_high_minus_max"], pre)
+    else:
+        out["reproduced"] = out["max_sooner_reproduced"] = withheld("tie", pre)
     return out
 
 
 # ---------------------------------------------------------------------- claim 2: directions
-def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS) -> dict:
-    """Claim 2: one high-effort step along each pinned direction lowers the pass rate (interval
-    below 0) and raises turns per trajectory (interval above 0). Per direction: intervals over evolution
-    seeds of the per-seed mean change after one step (generation 1) and over all edits, the share of edits
-    that raised D_T and the direction's own part of it (a measurement where the D_T gate is off)."""
+def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS, min_units: int = MIN_UNITS) -> dict:
+    """Claim 2 (docs/preregistration.md): one high-effort step along each pinned direction lowers the
+    pass rate (ΔPass interval below 0) and raises turns per trajectory (ΔTurns interval above 0).
+
+    Per direction: t intervals over evolution seeds of the per-seed mean change from a lineage's
+    seed to its generation-1 child, and over all edits; ΔTurns per plan step (a failed step ends a
+    rollout early, so turns per trajectory can fall when a task gets harder), the share of edits that
+    raised D_T and the direction's own part of it (a measurement where the D_T gate is off), all
+    reported beside. The claim is "yes" if all six one-step parts are yes, "no" if any is no, else
+    "tie"; withheld when a precondition fails (fewer than ``min_units`` seeds with a generation-1
+    child in some direction, or under 90 % of parents above a pass rate of 0).
+    """
     edits = edit_rows(rows)
     out: dict = {}
     for d in directions:
@@ -175,18 +242,29 @@ def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS
         one = [x for x in mine if x["generation"] == 1]
         term = TERM[d]
         row = {"own_term": term, "n_edits": len(mine), "n_first_edits": len(one),
-               "n_evolution_seeds": len({x["seed"] for x in mine})}
+               "n_evolution_seeds": len({x["seed"] for x in one})}
         for label, sel in (("one_step", one), ("all_edits", mine)):
-            for v in ("d_pass_pts", "d_turns", "d_length", "d_d_t", f"d_{term}"):
+            for v in ("d_pass_pts", "d_turns", "d_turns_per_step", "d_length", "d_d_t", f"d_{term}"):
                 row[f"{v}_{label}"] = _iv(_by_seed(sel, lambda x, v=v: x[v]), f"{d} {v} {label}")
             row[f"share_raising_d_t_{label}"] = _iv(_by_seed(sel, lambda x: float(x["d_d_t"] > 0)), f"{d} share")
             row[f"share_raising_own_term_{label}"] = _iv(_by_seed(sel, lambda x, t=term: float(x[f"d_{t}"] > 0)),
                                                         f"{d} share own")
         row["pass_verdict"], row["turns_verdict"] = (_verdict(row["d_pass_pts_one_step"]),
                                                      _verdict(row["d_turns_one_step"]))
+        row["pass_reproduced"] = _side(row["d_pass_pts_one_step"], "below")
+        row["turns_part"] = _side(row["d_turns_one_step"], "above")
         out[d] = row
-    ok = [out[d]["pass_verdict"] == "below" and out[d]["turns_verdict"] == "above" for d in out]
-    return {"directions": out, "reproduced": "yes" if ok and all(ok) and len(ok) == len(directions) else "no"}
+    pinned = [c for c in _chains(rows).values() if c[min(c)]["direction_setting"] in directions and 0 in c]
+    ended = [c for c in pinned if 1 not in c]
+    pre = [precondition("directions with a generation-1 child", len(out), "=", len(directions)),
+           precondition("fewest evolution seeds with a generation-1 child in a direction",
+                        min((out[d]["n_evolution_seeds"] for d in out), default=0), "≥", min_units),
+           precondition("share of parents above pass rate 0", _mean(float(c[0]["pass_rate"] > 0) for c in pinned),
+                        "≥", MIN_ALIVE_SHARE)]
+    parts = [v for d in out for v in (out[d]["pass_reproduced"], out[d]["turns_part"])]
+    return {"directions": out, "preconditions": [p.as_dict() for p in pre],
+            "ended_before_generation_1_share": _mean(float(c in ended) for c in pinned),
+            "reproduced": withheld(combine(parts) if len(out) == len(directions) else "tie", pre)}
 
 
 def table1(rows: Sequence[dict], *, effort: str = "high", directions: Sequence[str] = DIRECTIONS) -> list[dict]:
@@ -233,63 +311,69 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float:
     return float(np.corrcoef(_ranks(x), _ranks(y))[0, 1])
 
 
-def _within_length(envs: Sequence[dict], value: str) -> float:
-    """ρ of D_T with ``value`` after centring both within each plan length (what D_T's rarity parts add)."""
+def within_length(envs: Sequence[dict], value: str) -> tuple[float, int]:
+    """ρ of D_T with ``value`` within equal plan lengths (what D_T's rarity parts add): the
+    stratum-size-weighted mean of ρ over the length strata with ≥ 3 environments whose pass rates
+    are not all equal. Returns (ρ, usable strata); NaN with no usable stratum."""
     by: dict = defaultdict(list)
     for r in envs:
         by[r["length"]].append(r)
-    x, y = [], []
+    rhos, sizes = [], []
     for rs in by.values():
-        if len(rs) < 2:
-            continue
-        md, mv = np.mean([r["d_t"] for r in rs]), np.mean([r[value] for r in rs])
-        x += [r["d_t"] - md for r in rs]
-        y += [r[value] - mv for r in rs]
-    return spearman(x, y)
+        rho = spearman([r["d_t"] for r in rs], [r[value] for r in rs]) if len(rs) >= MIN_STRATUM else float("nan")
+        if not math.isnan(rho):
+            rhos.append(rho)
+            sizes.append(len(rs))
+    return (float(np.average(rhos, weights=sizes)) if rhos else float("nan")), len(rhos)
 
 
-def _zero_if_nan(x: float) -> float:
-    return 0.0 if math.isnan(x) else x
+def calibration_claim(rows: Sequence[dict], solvers: Sequence[str], min_units: int = MIN_UNITS) -> dict:
+    """Claim 3 (docs/preregistration.md): Spearman ρ(D_T, pass rate) < 0 for each solver, over all
+    environments and within equal lengths.
 
-
-def calibration_claim(rows: Sequence[dict], solvers: Sequence[str]) -> dict:
-    """Claim 3: Spearman ρ(D_T, pass rate) < 0 for each solver, and within equal-length strata.
-
-    Over distinct environments (by content, per evolution seed), pooled over seeds; the interval is a
-    BCa bootstrap over evolution seeds (a seed's environments resampled together, through
-    :func:`evokit.stats.interval` on seed indices): a pooled ρ is not a mean over units, so no t
-    interval applies, and BCa's measured coverage at 5 units is below 93 % (:mod:`evokit.stats`). ``within_length``: ρ after centring D_T and the
-    pass rate within each plan length, so that length (long plans fail) cannot make it negative.
+    Per unit (evolution seed) and solver, ρ over the unit's distinct environments (by content), and
+    :func:`within_length`; t intervals over units of the per-unit values (a unit whose ρ is undefined,
+    its pass rates all equal, is left out of that interval and counted). Each of the six (solver ×
+    form) is "yes" if its interval lies below 0, "no" if above, else "tie"; the claim "yes" if all
+    are yes, "no" if any is no, else "tie"; withheld when a precondition fails. The population's ρ
+    and each D_T part's pooled ρ are reported beside, not gating.
     """
     groups: dict = defaultdict(dict)
     for r in rows:
         groups[r["seed"]][r["content_hash"]] = r
     seeds = sorted(groups)
-    envs = [list(groups[s].values()) for s in seeds]
-
-    def pooled(fn):
-        # A resample whose pass rates (or D_T) are all equal has no rank correlation; it counts as 0 (no
-        # evidence of a relation), which can only pull the interval towards 0 (conservative for ρ < 0).
-        return lambda idx: _zero_if_nan(fn([r for i in idx for r in envs[int(i)]]))
-
-    out: dict = {"n_envs": sum(len(e) for e in envs), "n_evolution_seeds": len(seeds), "solvers": {}}
+    envs = {s: list(groups[s].values()) for s in seeds}
+    every = [r for s in seeds for r in envs[s]]
+    out: dict = {"n_envs": len(every), "n_evolution_seeds": len(seeds),
+                 "envs_per_unit": {str(s): len(envs[s]) for s in seeds}, "solvers": {}}
+    strata = {}
     for name in (*solvers, "population"):
         value = "pass_rate" if name == "population" else f"pass_rate_{name}"
+        per_unit = {"rho_d_t": [spearman([r["d_t"] for r in envs[s]], [r[value] for r in envs[s]]) for s in seeds]}
+        within = [within_length(envs[s], value) for s in seeds]
+        per_unit["rho_within_length"] = [w for w, _ in within]
+        strata[name] = [k for _, k in within]
         row = {}
-        for label, fn in (("rho_d_t", lambda es, v=value: spearman([r["d_t"] for r in es], [r[v] for r in es])),
-                          ("rho_within_length", lambda es, v=value: _within_length(es, v))):
-            iv = interval(list(range(len(seeds))), stat=pooled(fn), name=f"{name} {label}")
-            row[label] = {**iv.as_dict(), "verdict": verdict(iv)}
-        every = [r for es in envs for r in es]
-        for p in PARTS:  # descriptive: which part carries ρ (no interval, no claim)
+        for key, xs in per_unit.items():
+            row[key] = {**_iv(xs, f"{name} {key}"), "undefined_units": sum(math.isnan(x) for x in xs)}
+            row[key]["verdict"] = _verdict(row[key])
+            row[key]["reproduced_part"] = _side(row[key], "below")
+        row["per_unit"] = per_unit
+        for p in PARTS:  # descriptive: which part carries ρ (pooled, no interval, no claim)
             row[f"rho_{p}"] = spearman([r[p] for r in every], [r[value] for r in every])
-        row["mean_pass_rate"] = _mean(r[value] for es in envs for r in es)
+        row["mean_pass_rate"] = _mean(r[value] for r in every)
+        row["mixed_share"] = _mean(float(0 < r[value] < 1) for r in every)
         out["solvers"][name] = row
-    checks = {n: out["solvers"][n]["rho_d_t"]["verdict"] == "below" for n in solvers}
-    checks_within = {n: out["solvers"][n]["rho_within_length"]["verdict"] == "below" for n in solvers}
-    out["checks"] = {"rho_below_zero": checks, "rho_within_length_below_zero": checks_within}
-    out["reproduced"] = ("yes" if all(checks.values()) and all(checks_within.values())
-                         else "partly" if all(checks.values()) else "no")
+    pre = [precondition(f"evolution seeds with ≥ {MIN_UNIT_ENVS} distinct environments",
+                        sum(len(envs[s]) >= MIN_UNIT_ENVS for s in seeds), "≥", min_units),
+           *(precondition(f"share of environments strictly between pass rates 0 and 1 ({n})",
+                          out["solvers"][n]["mixed_share"], "≥", MIN_MIXED_SHARE) for n in solvers),
+           precondition(f"evolution seeds with ≥ {MIN_STRATA} usable length strata (every solver)",
+                        sum(all(strata[n][i] >= MIN_STRATA for n in solvers) for i in range(len(seeds))),
+                        "≥", min_units)]
+    out["preconditions"] = [p.as_dict() for p in pre]
+    parts = [out["solvers"][n][k]["reproduced_part"] for n in solvers for k in ("rho_d_t", "rho_within_length")]
+    out["reproduced"] = withheld(combine(parts), pre)
     return out
 
 

@@ -10,10 +10,8 @@ not the plan's length by construction.
 
 Departures, stated once: the reference models are CPU learners that choose a technique per step
 from a bag of words of its sentence, not frontier models; the turn budget is the plan's steps ×
-``attempts``; the seed filter's solver (:data:`FILTER_SOLVER`) is a fourth member drawn from the
-world's own mixture with its own seed, so that the seeds are not chosen by the solvers that then
-measure them (a seed filter on the measuring solvers would make the next generation's pass rate
-fall by regression to the mean alone).
+``attempts``. Seeds are admitted by the same population on a rollout stream of their own
+(:mod:`evokit.studies.evolution`), so that a seed admitted by a lucky draw is measured afresh.
 
 Each solver is built once per folder and saved (its corpus is rendered, which takes seconds);
 each (solver, distinct environment) is measured once: the rollout seed is keyed by the
@@ -33,15 +31,12 @@ import torch
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.cpu_agent.policy import collect_groups
-from evokit.cpu_agent.solvers import CORPUS_SIZE, SOLVERS, Solver, SolverConfig, build_solver
-from evokit.cpu_agent.world import CorpusConfig, Mixture
-from evokit.grpo import usable
+from evokit.cpu_agent.solvers import SOLVERS, Solver, SolverConfig, build_solver
+from evokit.grpo import SUCCESS, usable
 from evokit.rows import append_rows, read_rows
 
 ROLLOUTS = 8  # EE: pass rate over 8 rollouts (B = 8)
 ATTEMPTS = 3  # techniques a solver may try per step before it moves on (ours; fixed before the first run)
-#: The seed filter's solver: the world's own mixture, a seed none of A, B, C uses.
-FILTER_SOLVER = SolverConfig("filter", CorpusConfig(Mixture("world"), CORPUS_SIZE, seed=100), seed=100)
 
 
 def env_seed(content_hash: str, seed: int) -> int:
@@ -50,11 +45,8 @@ def env_seed(content_hash: str, seed: int) -> int:
 
 
 def solver_by_name(name: str) -> SolverConfig:
-    if name == FILTER_SOLVER.name:
-        return FILTER_SOLVER
     if name not in SOLVERS:
-        raise ValueError(f"unknown solver {name!r}; the population is {', '.join(SOLVERS)} "
-                         f"(and {FILTER_SOLVER.name!r}, the seed filter's)")
+        raise ValueError(f"unknown solver {name!r}; the population is {', '.join(SOLVERS)}")
     return SOLVERS[name]
 
 
@@ -80,30 +72,34 @@ def load_solvers(solver_dir: str | Path, names: Sequence[str]) -> dict[str, Solv
     return solvers
 
 
-def cache_path(solver_dir: str | Path, solver: Solver, *, rollouts: int, attempts: int) -> Path:
-    """Where the measurements of ``solver`` are kept (rollouts and attempts change the measurement)."""
-    return Path(solver_dir) / "pass_rates" / f"{_tag(solver.config)}-rollouts{rollouts}-attempts{attempts}.jsonl"
+def cache_path(solver_dir: str | Path, solver: Solver, *, rollouts: int, attempts: int, seed: int = 0) -> Path:
+    """Where the measurements of ``solver`` are kept: rollouts, attempts and the rollout seed base
+    change the measurement (seed 0, the studies' measurement stream, keeps the name it always had)."""
+    stream = f"-seed{seed}" if seed else ""
+    return Path(solver_dir) / "pass_rates" / f"{_tag(solver.config)}-rollouts{rollouts}-attempts{attempts}{stream}.jsonl"
 
 
 def _summary(group) -> dict:
     kept = [r for r in group if usable(r)]
     if not kept:
         raise RuntimeError(f"{group[0].task}: every rollout was masked: {group[0].error}")
+    wins = [r.n_turns for r in kept if r.reward >= SUCCESS]
     return {"pass_rate": float(np.mean([r.reward for r in kept])), "turns": float(np.mean([r.n_turns for r in kept])),
-            "rollouts": len(kept)}
+            "rollouts": len(kept), "success_turns": float(np.mean(wins)) if wins else None}
 
 
 def measure(solvers: dict[str, Solver], tasks: dict[str, Path], solver_dir: str | Path, *, rollouts: int = ROLLOUTS,
             attempts: int = ATTEMPTS, seed: int = 0, workers: int = 2, progress: bool = True,
             desc: str = "pass rates") -> dict[str, dict[str, dict]]:
-    """{content hash: {solver: {pass_rate, turns, rollouts}}} for each task (content hash → folder).
+    """{content hash: {solver: {pass_rate, turns, rollouts, success_turns}}} for each task (content hash → folder).
 
     Each (solver, task) not yet in the solver's cache (:func:`cache_path`) runs ``rollouts``
     rollouts with up to ``attempts`` techniques per step; rows are appended as they finish.
+    ``seed`` is the rollout stream: two streams of the same task are independent measurements
+    (the seed admission of :mod:`evokit.studies.evolution` reads one, the claims another).
     """
-    known = {n: {r["content_hash"]: r for r in read_rows(cache_path(solver_dir, s, rollouts=rollouts,
-                                                                       attempts=attempts))}
-             for n, s in solvers.items()}
+    paths = {n: cache_path(solver_dir, s, rollouts=rollouts, attempts=attempts, seed=seed) for n, s in solvers.items()}
+    known = {n: {r["content_hash"]: r for r in read_rows(paths[n])} for n in solvers}
     todo = [(n, h, p) for n in solvers for h, p in tasks.items() if h not in known[n]]
     (Path(solver_dir) / "pass_rates").mkdir(parents=True, exist_ok=True)
 
@@ -118,7 +114,7 @@ def measure(solvers: dict[str, Solver], tasks: dict[str, Path], solver_dir: str 
         futures = {pool.submit(one, n, h, p): n for n, h, p in todo}
         for fut in as_completed(futures):
             n, row = futures[fut], fut.result()
-            append_rows(cache_path(solver_dir, solvers[n], rollouts=rollouts, attempts=attempts), [row])
+            append_rows(paths[n], [row])
             known[n][row["content_hash"]] = row
             bar.update()
     return {h: {n: {k: v for k, v in known[n][h].items() if k != "content_hash"} for n in solvers} for h in tasks}
