@@ -30,24 +30,26 @@ engine: setup
 
 ## The main job (smoke reproduction): every notebook at smoke sizes with papermill →
 ## runs/notebooks/*.ipynb (executed copies), results/<notebook>/ (rows), figures/ (PNG + PDF).
-## SEED=100 runs seed block 100 instead, everything under results/block100/ (figures/ untouched).
+## SEED=100 runs seed block 100 instead, everything under results/block100/ (figures/ untouched);
+## UNITS=10 runs the notebooks that take `units` with 10 of them (the registered size), under results/units10/.
 reproduce: setup
-	$(PY) scripts/run_notebooks.py $(if $(SEED),--seed $(SEED),)
+	$(PY) scripts/run_notebooks.py $(if $(SEED),--seed $(SEED),) $(if $(UNITS),--units $(UNITS),)
 
-## The claims' verdicts of blocks 0 and 100 side by side, from their summary.json (BLOCKS="0 100 200").
+## The claims' verdicts of blocks 0 and 100 side by side, from their summary.json (BLOCKS="0 100 200";
+## UNITS=10 for the runs made with UNITS=10).
 BLOCKS ?= 0 100
 verdicts: setup
-	$(PY) scripts/verdicts.py $(BLOCKS)
+	$(PY) scripts/verdicts.py $(BLOCKS) $(if $(UNITS),--units $(UNITS),)
 
 ## The papers' sizes (500 seeds, 15 generations, 200 GRPO steps) into results/full/: days on a CPU machine.
 reproduce-full: setup
 	$(PY) scripts/run_notebooks.py --full
 
 ## One notebook: make nb NAME=ee_effort (smoke) or make nb NAME=ee_effort FULL=1 (the papers' sizes);
-## SEED=100 for another seed block.
+## SEED=100 for another seed block, UNITS=10 for 10 units.
 nb: setup
-	@test -n "$(NAME)" || { echo "usage: make nb NAME=<notebook> [FULL=1]"; exit 2; }
-	$(PY) scripts/run_notebooks.py $(NAME) $(if $(FULL),--full,) $(if $(SEED),--seed $(SEED),)
+	@test -n "$(NAME)" || { echo "usage: make nb NAME=<notebook> [FULL=1] [SEED=N] [UNITS=N]"; exit 2; }
+	$(PY) scripts/run_notebooks.py $(NAME) $(if $(FULL),--full,) $(if $(SEED),--seed $(SEED),) $(if $(UNITS),--units $(UNITS),)
 
 ## What CI runs (`bash .ci/run`): the default suite, then every notebook at smoke sizes with its
 ## assertions on seed block 0 (one setup; measured on 2 cores with 2 test workers: 13.6 min + 40.3 min).

@@ -5,6 +5,7 @@
     python scripts/run_notebooks.py ee_effort        # the named ones (with or without .ipynb)
     python scripts/run_notebooks.py --full           # the papers' sizes (hours to days)
     python scripts/run_notebooks.py --seed 100       # another seed block, into results/block100/
+    python scripts/run_notebooks.py --units 10       # the registered number of units, into results/units10/
 
 Each notebook runs with kernel ``python3`` in the repository root, with ``-p smoke True|False``
 and ``-p results_dir results/<name>`` (smoke) or ``results/full/<name>`` (full), so that a full run
@@ -12,6 +13,10 @@ never mixes its rows with a smoke run's. ``--seed N`` (N ≠ 0) runs seed block 
 with everything it writes under ``results/blockN/`` (``results/full/blockN/``): its results, every
 shared study folder (each parameter whose default is a ``"results/…"`` path moves there) and its
 figures, so another block never reuses block 0's rows or redraws the committed figures.
+``--units N`` runs the notebooks that take a ``units`` parameter (independent units of replication:
+evolution seeds) with N of them, everything under ``results/unitsN/`` in the same way, and skips the
+others: smoke sizes keep ``make check`` within its time, the registered size (docs/preregistration.md:
+10 units) gives the claims a verdict.
 A full run draws its figures into ``figures/full/``
 (``EVOKIT_FIGURES``), beside the smoke figures, and records each notebook's wall time, status and
 sizes (the executed notebook's ``SIZES["full"]`` cell as run) in ``figures/full/runs.json``, which
@@ -58,21 +63,51 @@ def full_sizes(notebook: Path) -> str:
     return ""
 
 
-def block_parameters(notebook: Path, seed: int | None, smoke: bool) -> dict:
+def run_folder(seed: int | None, smoke: bool, units: int | None = None) -> str:
+    """The folder under ``results/`` a run writes to: ``[full/][units<N>/][block<seed>]`` ("" for block 0 at smoke size)."""
+    return "/".join(filter(None, ("" if smoke else "full", f"units{units}" if units else "",
+                                  f"block{seed}" if seed else "")))
+
+
+def block_parameters(notebook: Path, seed: int | None, smoke: bool, units: int | None = None) -> dict:
     """The papermill parameters of one run: sizes, results folder, and for seed block ``seed`` (not 0)
-    the seed and every ``"results/…"`` default moved under ``results/block<seed>/`` (module docstring)."""
+    or ``units`` the seed, the units and every ``"results/…"`` default moved under
+    ``results/[units<N>/]block<seed>/`` (module docstring)."""
     import papermill as pm
 
-    base = "results" if smoke else "results/full"
-    block = f"block{seed}" if seed else ""
-    params: dict = {"smoke": smoke, "results_dir": "/".join(filter(None, (base, block, notebook.stem)))}
-    if block:
+    smoke_or_full = "results" if smoke else "results/full"
+    moved = run_folder(seed, True, units)  # what is moved, beside the smoke/full split of results_dir
+    params: dict = {"smoke": smoke, "results_dir": "/".join(filter(None, (smoke_or_full, moved, notebook.stem)))}
+    if seed:
         params["seed"] = seed
+    if units:
+        params["units"] = units
+    if moved:
         for name, p in pm.inspect_notebook(str(notebook)).items():
             default = str(p.get("default", ""))
             if name != "results_dir" and default.startswith('"results/'):
-                params[name] = f"results/{block}/{default.strip(chr(34))[len('results/'):]}"
+                params[name] = f"results/{moved}/{default.strip(chr(34))[len('results/'):]}"
     return params
+
+
+def takes_units(notebook: Path) -> bool:
+    """Whether the notebook has a ``units`` parameter (a number of independent units it can be run with)."""
+    import papermill as pm
+
+    return "units" in pm.inspect_notebook(str(notebook))
+
+
+def record_time(key: str, entry: dict) -> Path:
+    """Merge one notebook's time into ``results/notebook_times.json``, read again just before writing so
+    that runs in parallel processes keep each other's entries."""
+    path = ROOT / "results" / "notebook_times.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    times = json.loads(path.read_text()) if path.exists() else {}
+    times[key] = entry
+    tmp = path.with_name(f".notebook_times.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 def record_full_run(name: str, notebook: Path, seconds: float, status: str, *, redraw: bool = True) -> None:
@@ -116,32 +151,41 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=int, default=None, help="per-cell timeout in seconds (default: none)")
     ap.add_argument("--seed", type=int, default=None,
                     help="seed block N: seeds N..N+4, everything under results/blockN/ (default: block 0)")
+    ap.add_argument("--units", type=int, default=None,
+                    help="run the notebooks that take `units` with N units, under results/unitsN/ (others are skipped)")
     args = ap.parse_args(argv)
+    if args.units is not None and args.units < 2:
+        print(f"run_notebooks: --units {args.units}: an interval needs at least 2 units", file=sys.stderr)
+        return 2
 
     import papermill as pm
 
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     os.environ.setdefault("MPLBACKEND", "Agg")
     smoke = not args.full
-    block = f"block{args.seed}" if args.seed else ""
-    if block:
-        os.environ["EVOKIT_FIGURES"] = f"results/{'' if smoke else 'full/'}{block}/figures"
+    block = run_folder(args.seed, smoke, args.units)
+    if args.seed or args.units:
+        os.environ["EVOKIT_FIGURES"] = f"results/{block}/figures"
     elif not smoke:
         os.environ["EVOKIT_FIGURES"] = "figures/full"
     out_dir = ROOT / args.out
     out_dir.mkdir(parents=True, exist_ok=True)
-    times_path = ROOT / "results" / "notebook_times.json"
-    times = json.loads(times_path.read_text()) if times_path.exists() else {}
     failed = []
     paths = notebook_paths(args.names)
+    if args.units:
+        skipped = [p.stem for p in paths if not takes_units(p)]
+        paths = [p for p in paths if takes_units(p)]
+        if skipped:
+            print(f"--units {args.units}: skipping {', '.join(skipped)} (no `units` parameter)", flush=True)
+    times_path = ROOT / "results" / "notebook_times.json"
     for i, path in enumerate(paths, 1):
         name = path.stem
-        params = block_parameters(path, args.seed, smoke)
+        params = block_parameters(path, args.seed, smoke, args.units)
         results_dir = params["results_dir"]
         print(f"[{i}/{len(paths)}] {name} (smoke={smoke}, results_dir={results_dir}) …", flush=True)
         redraw = (ROOT / results_dir / "summary.json").exists()  # a finished study: this run only redraws
         t0 = time.monotonic()
-        executed = out_dir / block / path.name
+        executed = out_dir / block.removeprefix("full").strip("/") / path.name
         executed.parent.mkdir(parents=True, exist_ok=True)
         try:
             pm.execute_notebook(str(path), str(executed), parameters=params,
@@ -156,11 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    the executed notebook with its traceback: {executed}", flush=True)
         seconds = round(time.monotonic() - t0, 1)
         print(f"    {status} in {seconds:.0f} s", flush=True)
-        times[f"{name}{'' if smoke else ' (full)'}{f' ({block})' if block else ''}"] = {
-            "seconds": seconds, "status": status, "smoke": smoke}
-        times_path.parent.mkdir(parents=True, exist_ok=True)
-        times_path.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
-        if not smoke and not block:
+        tags = [t for t in ("full" if not smoke else "", f"units{args.units}" if args.units else "",
+                            f"block{args.seed}" if args.seed else "") if t]
+        record_time(name + "".join(f" ({t})" for t in tags), {"seconds": seconds, "status": status, "smoke": smoke})
+        if not smoke and not args.seed and not args.units:
             record_full_run(name, path, seconds, status, redraw=redraw)
     print(f"{len(paths) - len(failed)}/{len(paths)} notebooks ran; times in {times_path.relative_to(ROOT)}")
     if failed:

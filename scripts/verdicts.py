@@ -4,6 +4,7 @@
     python scripts/verdicts.py                   # block 0: results/<notebook>/summary.json
     python scripts/verdicts.py 0 100             # blocks 0 and 100 (results/block100/…), a markdown table
     python scripts/verdicts.py 0 100 --full      # the papers' sizes (results/full/…)
+    python scripts/verdicts.py 0 100 --units 10  # the registered number of units (results/units10/…)
 
 A verdict is every ``…reproduced`` entry of a summary (a notebook may record several, e.g. a
 methods comparison's peak and final scores), shown as yes / no / tie / withheld (with the failed
@@ -24,9 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def summary_path(name: str, block: int, full: bool = False, root: Path | None = None) -> Path:
-    """Where ``run_notebooks.py`` (``--seed block``) leaves the notebook's summary."""
-    base = (root or ROOT) / "results" / ("full" if full else "")
+def summary_path(name: str, block: int, full: bool = False, root: Path | None = None, units: int | None = None) -> Path:
+    """Where ``run_notebooks.py`` (``--seed block``, ``--units N``) leaves the notebook's summary."""
+    base = (root or ROOT) / "results" / ("full" if full else "") / (f"units{units}" if units else "")
     return base / (f"block{block}" if block else "") / name / "summary.json"
 
 
@@ -51,7 +52,8 @@ def short(verdict: str, brief: bool = False) -> str:
     return "withheld" if brief else f"withheld ({verdict[len(head):-1]})"
 
 
-def table(blocks: list[int], full: bool = False, root: Path | None = None, brief: bool = False) -> list[dict]:
+def table(blocks: list[int], full: bool = False, root: Path | None = None, brief: bool = False,
+          units: int | None = None) -> list[dict]:
     """One row per (notebook, verdict entry): the verdict on each block and whether they agree."""
     root = root or ROOT
     names = sorted(p.stem for p in (root / "notebooks").glob("*.ipynb"))
@@ -59,7 +61,7 @@ def table(blocks: list[int], full: bool = False, root: Path | None = None, brief
     for name in names:
         per_block = {}
         for b in blocks:
-            p = summary_path(name, b, full, root)
+            p = summary_path(name, b, full, root, units)
             per_block[b] = verdicts(json.loads(p.read_text())) if p.exists() else None
         keys = sorted({k for v in per_block.values() if v for k in v})
         for key in keys:
@@ -86,11 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--full", action="store_true", help="the papers' sizes (results/full/…)")
     ap.add_argument("--json", action="store_true", help="the rows as JSON instead of a markdown table")
     ap.add_argument("--brief", action="store_true", help="withheld verdicts without their failed preconditions")
+    ap.add_argument("--units", type=int, default=None, help="runs made with run_notebooks.py --units N")
     args = ap.parse_args(argv)
-    rows = table(args.blocks, args.full, ROOT, args.brief)
+    rows = table(args.blocks, args.full, ROOT, args.brief, args.units)
     if not rows:
-        print(f"verdicts: no summary.json for blocks {args.blocks} under {ROOT / 'results'}; "
-              "run `make reproduce` (SEED=N for block N) first", file=sys.stderr)
+        where = ROOT / "results" / ("full" if args.full else "") / (f"units{args.units}" if args.units else "")
+        print(f"verdicts: no summary.json for blocks {args.blocks} under {where}; "
+              "run `make reproduce` (SEED=N for block N, UNITS=N for N units) first", file=sys.stderr)
         return 2
     print(json.dumps(rows, indent=1) if args.json else markdown(rows, args.blocks))
     return 0

@@ -84,3 +84,27 @@ def test_another_seed_block_writes_nothing_where_block_0_reads():
         assert rn.block_parameters(nb, 100, False)["results_dir"] == f"results/full/block100/{nb.stem}"
     shared = rn.block_parameters(ROOT / "notebooks" / "ee_trajectory_growth.ipynb", 100, True)
     assert shared["study_dir"] == rn.block_parameters(ROOT / "notebooks" / "ee_el_scheduler.ipynb", 100, True)["study_dir"]
+
+
+def test_units_runs_only_the_notebooks_that_take_them_and_writes_apart():
+    """``--units 10`` passes ``units`` to the notebooks that declare it and moves everything they write
+    under results/units10/[blockN/]; the others are skipped (they have no such parameter)."""
+    rn = load_script(ROOT)
+    takes = sorted(nb.stem for nb in (ROOT / "notebooks").glob("*.ipynb") if rn.takes_units(nb))
+    assert {"ee_effort", "ee_table1_directions", "ee_difficulty"} <= set(takes), takes
+    nb = ROOT / "notebooks" / "ee_effort.ipynb"
+    p = rn.block_parameters(nb, 100, True, 10)
+    assert p["units"] == 10 and p["seed"] == 100 and p["results_dir"] == "results/units10/block100/ee_effort"
+    assert p["solver_dir"] == "results/units10/block100/ee_solvers"
+    p0 = rn.block_parameters(nb, None, True, 10)
+    assert "seed" not in p0 and p0["results_dir"] == "results/units10/ee_effort"
+    assert rn.run_folder(None, True, None) == "" and rn.run_folder(100, False, 10) == "full/units10/block100"
+
+
+def test_the_times_file_keeps_entries_another_process_wrote(tmp_path):
+    """Two runs in parallel processes each merge into results/notebook_times.json as they finish."""
+    rn = load_script(tmp_path)
+    path = rn.record_time("a", {"seconds": 1.0})
+    path.write_text(json.dumps({**json.loads(path.read_text()), "b": {"seconds": 2.0}}))  # another process
+    rn.record_time("c", {"seconds": 3.0})
+    assert set(json.loads(path.read_text())) == {"a", "b", "c"}

@@ -51,3 +51,15 @@ def test_no_runs_is_one_line_and_exit_2(tmp_path, capsys):
     assert v.main(["7"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "make reproduce" in err
+
+
+def test_units_runs_are_read_from_their_own_folder(tmp_path, capsys):
+    """``--units 10`` reads results/units10/[blockN/]: the smoke runs beside them are not mixed in."""
+    v = load_script(tmp_path)
+    write(tmp_path, "a", 0, {"reproduced": "no verdict (precondition: units 5, needs ≥ 10)"})
+    p = tmp_path / "results" / "units10" / "block100" / "a" / "summary.json"
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps({"reproduced": "tie"}))
+    assert v.table([100], root=tmp_path, units=10)[0]["blocks"] == {100: "tie"}
+    assert v.table([0], root=tmp_path, units=10) == [] and v.table([0], root=tmp_path)[0]["blocks"][0].startswith("withheld")
+    assert v.main(["0", "--units", "10"]) == 2 and "units10" in capsys.readouterr().err
