@@ -117,7 +117,7 @@ class GenEnvStudy:
 #: Smoke sizes (make check; 5 seeds, smaller runs: trade size per seed for seeds) and the paper's
 #: epoch and batch sizes (10 epochs, batches of 64 tasks as 16 × 4, 4 rollouts each), outside CI.
 SMOKE = GenEnvStudy()
-FULL = GenEnvStudy(epochs=10, batches_per_epoch=16, tasks_per_batch=4, rollouts=4, benchmark_rollouts=8)
+FULL = GenEnvStudy(seeds=10, epochs=10, batches_per_epoch=16, tasks_per_batch=4, rollouts=4, benchmark_rollouts=8)
 
 
 def base_solver(out: Path, seed: int, corpus_size: int) -> SkillPolicy:
