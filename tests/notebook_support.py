@@ -94,6 +94,12 @@ def paper_side(iv: dict, expected: str) -> str:
     return "yes" if s == expected else "tie" if s == "overlaps" else "no"
 
 
+def combined(parts: list[str]) -> str:
+    """A claim's verdict from its gating parts (docs/preregistration.md, "Verdicts"), recomputed here:
+    "yes" if every part is yes, "no" if any is no, "tie" otherwise."""
+    return "no" if "no" in parts else "yes" if parts and all(p == "yes" for p in parts) else "tie"
+
+
 def _met(value: float | None, needs: str) -> bool:
     if value is None:
         return False

@@ -40,6 +40,7 @@ import nbformat
 import pytest
 from notebook_support import (
     BLOCKS,
+    combined,
     expect_claim,
     follows,
     interval_ok,
@@ -101,11 +102,6 @@ def test_quickstart(ee_run):
     assert s["study"]["difficulty_gate"] is False and 0 <= s["n_raising_d_t"] <= s["n_edits"] == s["n_envs"] - 3
 
 
-def _combined(parts: list[str]) -> str:
-    """A claim's verdict from its parts (docs/preregistration.md, "Verdicts"), recomputed here."""
-    return "no" if "no" in parts else "yes" if parts and all(p == "yes" for p in parts) else "tie"
-
-
 @pytest.mark.notebooks
 def test_effort_claim_1_consistent(ee_run):
     """Claim 1 over 5 evolution seeds × 8 generations, D_T gate off: each effort's per-unit shares of
@@ -128,7 +124,7 @@ def test_effort_claim_1_consistent(ee_run):
         interval_ok(iv)
         assert iv["estimate"] == pytest.approx(sum(x - y for x, y in zip(per[v][a], per[v][b], strict=True)) / 5)
         assert s["part_verdicts"][k] == paper_side(iv, "above"), (k, iv)
-    follows(s["reproduced"], _combined([paper_side(s["parts"][k], "above") for k in ("high_minus_low", "max_minus_low")]),
+    follows(s["reproduced"], combined([paper_side(s["parts"][k], "above") for k in ("high_minus_low", "max_minus_low")]),
             s["preconditions"])
     follows(s["max_sooner_reproduced"], paper_side(s["parts"]["first_zero_high_minus_max"], "above"), s["preconditions"])
 
@@ -161,7 +157,7 @@ def test_table1_claim_2_consistent(ee_run):
         parts += [paper_side(p, "below"), paper_side(t, "above")]
     runs_precondition(s["preconditions"], "fewest evolution seeds with a generation-1 child in a direction",
                       min(r["n_evolution_seeds"] for r in ds.values()))
-    follows(s["reproduced"], _combined(parts), s["preconditions"])
+    follows(s["reproduced"], combined(parts), s["preconditions"])
     rows = {r["row"]: r for r in s["table1"]}
     for d in ds:
         one = rows[f"{d}, 1 step"]
@@ -198,7 +194,7 @@ def test_difficulty_claim_3_consistent(ee_run):
                 assert iv["estimate"] == pytest.approx(sum(defined) / len(defined))
             assert iv["verdict"] == sign(iv) and iv["reproduced_part"] == paper_side(iv, "below"), (n, key, iv)
             parts.append(iv["reproduced_part"])
-    follows(cal["reproduced"], _combined(parts), cal["preconditions"])
+    follows(cal["reproduced"], combined(parts), cal["preconditions"])
 
 
 @pytest.mark.notebooks

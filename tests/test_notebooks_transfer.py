@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from notebook_support import (
     BLOCKS,
+    combined,
     expect_claim,
     follows,
     interval_ok,
@@ -41,8 +42,7 @@ pytestmark = pytest.mark.notebooks
 
 def reproduced(ivs: list[dict]) -> str:
     """A part of claim 10 from its intervals, each expected above 0 (docs/preregistration.md), recomputed here."""
-    sides = [paper_side(iv, "above") for iv in ivs]
-    return "no" if "no" in sides else "yes" if all(x == "yes" for x in sides) else "tie"
+    return combined([paper_side(iv, "above") for iv in ivs])
 
 
 def check_design(results: Path, s: dict) -> None:
@@ -73,13 +73,12 @@ def check_design(results: Path, s: dict) -> None:
         assert sorted(e.data["seed_dir"] for e in ee.envs() if e.generation == 0) == sorted(map(str, seeds)), r
 
 
-#: Claim 10 where a run recorded it not holding, per seed block, with that run's numbers.
-KNOWN = {("claim10", 0): "no: EE alike is a tie (drops A +0.32 [−0.06, +0.70], B +0.22 [−0.15, +0.59], C +0.41 "
-                         "[+0.07, +0.75]); co-evolution from A's failures lowers A less than B and C (A − B −0.22 "
-                         "[−0.72, +0.28], A − C −0.23 [−0.86, +0.40])",
-         ("claim10", 100): "no: EE lowers A, B and C (drops +0.42 [+0.14, +0.70], +0.25 [+0.07, +0.43], +0.48 "
-                           "[+0.21, +0.75]) but 'alike' is a tie; co-evolution from A's failures is not A-specific "
-                           "(A − B +0.08 [−0.19, +0.35], A − C −0.27 [−0.72, +0.18])"}
+#: Claim 10 where a run recorded it not holding, per seed block, with that run's numbers. At smoke size (5
+#: repetitions) it is withheld on every block (the registered 10: `make reproduce UNITS=10`).
+KNOWN = {("claim10", 0): "withheld: 5 repetitions < 10; EE's drops A +0.32 [−0.06, +0.70], B +0.22 [−0.15, +0.59], "
+                         "C +0.41 [+0.07, +0.75] (EE alike: tie); co-evolution from A's failures A − B −0.22 "
+                         "[−0.72, +0.28], A − C −0.23 [−0.86, +0.40] (tie)",
+         ("claim10", 100): "withheld: 5 repetitions < 10 (block 100's numbers: docs/notebooks-and-results.md)"}
 
 
 @pytest.fixture(scope="module", params=BLOCKS)
@@ -101,8 +100,7 @@ def test_ee_transfer_consistent(transfer):
     ee_part, co_part = reproduced(ee_ivs), reproduced(list(co["difference"].values()))
     follows(ee["reproduced"], ee_part, pre)
     follows(co["reproduced"], co_part, pre)
-    follows(s["reproduced"], "yes" if ee_part == co_part == "yes" else "no" if "no" in (ee_part, co_part) else "tie",
-            pre)
+    follows(s["reproduced"], combined([ee_part, co_part]), pre)
 
 
 def test_ee_transfer_direction(transfer, request):
