@@ -15,6 +15,7 @@ import pytest
 from notebook_support import (
     BLOCKS,
     at_least,
+    combined,
     expect_claim,
     follows,
     interval_ok,
@@ -174,7 +175,8 @@ CLAIM4 = {"share": ("share_difference", "above"), "el_reward_rises": ("reward_sl
 @pytest.mark.xdist_group("curricula-study")
 def test_ee_el_scheduler_consistent(training):
     """Claim 4 over 5 runs: each part's verdict (EL − random partially solved share above 0, EL's reward
-    slope above 0, random's below) recomputed from its interval; withheld iff a precondition failed."""
+    slope above 0, random's below; EL above both control arms) recomputed from its interval, the claim
+    from (a) and (b); withheld iff a precondition failed (at smoke size the controls are not run)."""
     s = curricula(training, "ee_el_scheduler")
     c4 = s["claim4"]
     assert len(s["runs"]) == 5
@@ -184,7 +186,12 @@ def test_ee_el_scheduler_consistent(training):
         interval_ok(c4[key])
         follows(s["reproduced"][part], paper_side(c4[key], expected), pre)
     assert {p: c4[k] for p, k in (("share", "share_reproduced"), ("el_reward_rises", "el_rises"),
-                                  ("random_reward_dips", "random_dips"))} == s["reproduced"]
+                                  ("random_reward_dips", "random_dips"), ("adaptivity", "adaptivity_reproduced"),
+                                  ("claim", "claim_reproduced"))} == s["reproduced"]
+    controls = [paper_side(iv, "above") for iv in c4["control_differences"].values()]
+    follows(s["reproduced"]["adaptivity"], combined(controls), c4["control_preconditions"])
+    follows(s["reproduced"]["claim"], combined([paper_side(c4["share_difference"], "above"), combined(controls)]),
+            c4["control_preconditions"])
 
 
 @pytest.mark.xdist_group("curricula-study")

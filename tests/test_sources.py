@@ -49,9 +49,14 @@ FACTORIES = {
 }
 
 
+#: Options a source over evolved environments needs beyond them (the matched control: EL's generations
+#: per step and slot; a task list's tasks are generation 1).
+OPTIONS = {"matched": {"schedule": ((1, 1),) * 4}}
+
+
 def build(name: str, tmp_path: Path, task_dirs: list[Path]) -> TaskSource:
     if takes_envs(name):
-        return source_from(name, tasks=task_dirs)
+        return source_from(name, tasks=task_dirs, **OPTIONS.get(name, {}))
     assert name in FACTORIES, f"source {name!r} takes no envs: give the contract test a factory for it"
     return FACTORIES[name](tmp_path, task_dirs)
 

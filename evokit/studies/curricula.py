@@ -10,6 +10,11 @@ departures from EE are in :mod:`evokit.studies.warm_start`. Here:
   difference EL − random across runs with its t interval (:func:`evokit.stats.difference`).
   Training reward: per run the least-squares slope of the mean reward per step over those steps,
   for each curriculum, with its interval (the paper: EL rises, random dips).
+* **Claim 4's controls** (docs/preregistration.md; :mod:`evokit.curricula.controls`). With
+  ``"seeds-only"`` and ``"matched"`` among the curricula (after ``"el"``: the matched control
+  replays EL's generations slot by slot from EL's rows of the same run), the paired differences
+  EL − seeds-only and EL − matched of the partially solved share; EL's adaptivity counts only if
+  both are above 0, and claim 4 is "yes" only if EL also beats random order.
 * **Claim 5 (trajectory growth).** Per run, the slope of turns per trajectory over the steps under
   EL, with its interval (the paper: turns rise as harder generations unlock); the slope of the
   served generation beside it, so a rise can be told from a flat schedule.
@@ -35,12 +40,14 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
+from evokit.curricula.controls import el_schedule
 from evokit.curriculum import store_envs
 from evokit.rollout import rollout_workers
 from evokit.rows import read_rows
 from evokit.sources import make_source
 from evokit.stats import (
     MIN_UNITS,
+    combine,
     difference,
     interval,
     paper_side,
@@ -69,6 +76,11 @@ class CurriculaStudy(EEStudy):
     first: int = 50  # EE compares the curricula over the first 50 GRPO steps
     policy: str = CPU  # who learns: "cpu" (the CPU learner) or an LLM model spec ("tiny", "smollm2", a folder)
     llm: dict | None = None  # LLMTrainConfig fields for an LLM policy (e.g. max_completion_length, max_turns)
+
+    def __post_init__(self):
+        if "matched" in self.curricula and ("el" not in self.curricula
+                                           or self.curricula.index("el") > self.curricula.index("matched")):
+            raise ValueError(f"curricula {self.curricula}: 'matched' replays EL's generations, so 'el' must come first")
 
     def record(self) -> dict:
         """What ``study.json`` holds: every field; ``policy`` and ``llm`` only for an LLM, so a CPU study's
@@ -110,7 +122,8 @@ def curricula_study(results_dir: str | Path, study: CurriculaStudy = CurriculaSt
         for name in study.curricula:
             cfg = trainer.config(steps=study.steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
                                  seed=run)
-            trainer.train(make_source(name, envs=envs), run_dir(out, run) / "train" / name, cfg)
+            options = {"schedule": el_schedule(run_dir(out, run) / "train" / "el")} if name == "matched" else {}
+            trainer.train(make_source(name, envs=envs, **options), run_dir(out, run) / "train" / name, cfg)
     return out
 
 
@@ -243,12 +256,31 @@ def curricula_summary(frame: pd.DataFrame, first: int = 50, min_runs: int = MIN_
                          "random_dips": withheld(paper_side(s_rnd, "below"), pre["claim4"]),
                          "dead_group_share": {n: out["curricula"][n]["dead_group_share"] for n in ("el", "random")},
                          "paper": "EL keeps more groups partially solved; EL's reward rises, random's dips"}
+        out["claim4"].update(_controls(by, paper_side(diff, "above"), pre["claim4"]))
     if "el" in by:
         t = interval(by["el"].turns_slope, name="EL turns slope")
         out["claim5"] = {"turns_slope_el": t.as_dict(), "reproduced": withheld(paper_side(t, "above"), pre["claim5"]),
                          "generation_slope_el": out["curricula"]["el"]["generation_slope"],
                          "paper": "turns per trajectory rise steadily as harder generations unlock (≈190 for 27B)"}
     return out
+
+
+CONTROLS = ("seeds-only", "matched")  # claim 4's control arms (evokit.curricula.controls)
+
+
+def _controls(by: dict[str, pd.DataFrame], share: str, pre: list) -> dict:
+    """Claim 4's part (b) and the claim: EL − each control arm (paired over runs), EL's adaptivity
+    ("yes" if both above 0) and claim 4 ("yes" if EL also beats random order, ``share``); withheld,
+    besides claim 4's preconditions, when a control arm was not run."""
+    el = by["el"]
+    diffs = {c: difference(el.partially_solved_share, by[c].partially_solved_share, paired=True,
+                           name=f"partially solved share, EL − {c}") for c in CONTROLS if c in by}
+    pre = [*pre, precondition("control arms run (seeds-only, matched)", len(diffs), "=", len(CONTROLS))]
+    adaptivity = combine([paper_side(iv, "above") for iv in diffs.values()])
+    return {"control_differences": {c: iv.as_dict() for c, iv in diffs.items()},
+            "control_preconditions": [p.as_dict() for p in pre],
+            "adaptivity_reproduced": withheld(adaptivity, pre),
+            "claim_reproduced": withheld(combine([share, adaptivity]), pre)}
 
 
 def step_bands(frame: pd.DataFrame, column: str) -> pd.DataFrame:
