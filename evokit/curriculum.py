@@ -17,8 +17,8 @@ state, ``draw`` serves environment ids, ``feed`` applies one p̂, and the task-s
   ``strict=False``. Choices where the paper is silent:
   1. *Start.* "Start at the earliest generation": generation 0, the seed itself
      (``start_generation = 0``, the default). EE's seeds are kept because a frontier
-     model passes them at most 4 of 8 times (:func:`evokit.seeds.select_seeds`), so they are
-     the first rung of each lineage; ``start_generation = 1`` starts at the earliest evolved one.
+     model passes them at most 4 of 8 times (evokit's admission: :func:`evokit.seeds.admit_seeds`),
+     so they are the first rung of each lineage; ``start_generation = 1`` starts at the earliest evolved one.
   2. *Several lineages.* Each step serves ``n`` environments: the current environment of
      ``n`` active lineages drawn uniformly, without replacement while possible (if ``n``
      exceeds the number of active lineages, whole shuffled rounds are repeated).

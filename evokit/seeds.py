@@ -9,9 +9,11 @@ start from a fresh scenario. Every seed is verified (oracle, null, rubric) befor
 published into ``out``; a seed that fails is regenerated with the next attempt number, never
 written. ``out/seeds.jsonl`` indexes them.
 
-EE then keeps only hard seeds: :func:`select_seeds` is its difficulty filter (an independent
-solver passes a kept seed ≤ 4/8, and the longest of those are kept), :func:`measure_seeds` the
-measurement it reads (a data-pretrained :mod:`evokit.cpu_agent.solvers` member, never the learner).
+EE then keeps only hard seeds: a frontier model passes a kept seed at most 4 of 8 times (and it
+needs ≥ 30 turns). evokit admits a seed by a band on the model whose pass rate a claim reads,
+1/8 ≤ p̂ ≤ 4/8 (:class:`SeedBand`, :func:`admit_seeds`): EE's upper bound, and a lower bound for
+measurability (docs/preregistration.md, "Seed admission"). :func:`measure_seeds` measures
+candidates with a data-pretrained :mod:`evokit.cpu_agent.solvers` member.
 """
 
 from __future__ import annotations
@@ -169,32 +171,9 @@ def make_seeds(n: int, seed: int, out: str | Path, *, workers: int = 2, config: 
     return rows
 
 
-# ------------------------------------------------------------------------------ EE's seed filter
+# ------------------------------------------------------------------------------ seed admission
 MAX_SEED_PASS = 4 / 8  # EE: a frontier model passes a kept seed at most 4 of 8 times
 SEED_ROLLOUTS = 8  # EE: pass rates over 8 rollouts
-
-
-def select_seeds(measured: Sequence[dict], n: int, max_pass: float = MAX_SEED_PASS) -> list[dict]:
-    """EE's difficulty filter: of the seeds an independent solver passes ≤ ``max_pass``, the ``n`` longest.
-
-    ``measured`` rows carry ``name``, ``pass_rate`` and ``turns`` (the solver's mean turns per
-    trajectory) and ``length`` (plan steps). EE keeps seeds a frontier model passes ≤ 4/8 *and*
-    that need ≥ 30 turns on average; turns are on another scale here, so "long" is relative:
-    the kept seeds are ranked by mean turns, then plan length, then name, and the first ``n``
-    kept. The paper sets no lower bound, nor does this filter: a seed the filter's solver never
-    passes stays (another learner may). Raises ValueError if fewer than ``n`` pass the filter.
-
-    >>> rows = [{"name": "a", "pass_rate": .25, "turns": 3.0, "length": 2},
-    ...         {"name": "b", "pass_rate": .875, "turns": 9.0, "length": 4},
-    ...         {"name": "c", "pass_rate": .5, "turns": 5.0, "length": 3}]
-    >>> [r["name"] for r in select_seeds(rows, 2)]
-    ['c', 'a']
-    """
-    kept = [r for r in measured if r["pass_rate"] <= max_pass]
-    if len(kept) < n:
-        raise ValueError(f"only {len(kept)} of {len(measured)} candidate seeds have a pass rate ≤ {max_pass} "
-                         f"under the filter's solver; {n} are needed: make more candidates")
-    return sorted(kept, key=lambda r: (-r["turns"], -r["length"], r["name"]))[:n]
 
 
 @dataclass(frozen=True)
@@ -259,7 +238,7 @@ def measure_seeds(rows: Sequence[dict], out: Path, solver, *, seed: int, attempt
         for r, g in zip(todo, groups, strict=True):
             st = group_stats(g)
             if not st.n:
-                raise RuntimeError(f"seed {r['name']}: every rollout of the filter's solver was masked: {g[0].error}")
+                raise RuntimeError(f"seed {r['name']}: every rollout of the measuring solver was masked: {g[0].error}")
             known[r["content_hash"]] = m = {"content_hash": r["content_hash"], "pass_rate": st.mean_reward,
                                             "turns": sum(x.n_turns for x in g) / len(g), "solver": solver.config.name,
                                             "success_turns": _mean([x.n_turns for x in g if not x.masked

@@ -1,9 +1,8 @@
-"""EE's seed filter (evokit.seeds.select_seeds): pass rate ≤ 4/8 under an independent solver, the longest first;
-and the registered band (evokit.seeds.admit_seeds): 1/8 ≤ p ≤ 4/8 on the measuring model, the longest plan first.
+"""Seed admission: the registered band (evokit.seeds.admit_seeds), 1/8 ≤ p ≤ 4/8 on the measuring model,
+the longest plan first.
 
-The measurement (measure_seeds) runs a data-pretrained solver of another mixture than any learner
-in the real sandbox; here its rows are checked for what the filter reads, and the filter's rule on
-given rows (no learner, no p_T).
+The measurement (measure_seeds) runs a data-pretrained solver in the real sandbox; here its rows are
+checked for what admission reads, and admission's rule on given rows (no learner, no p_T).
 """
 
 from __future__ import annotations
@@ -12,24 +11,11 @@ import pytest
 
 from evokit.cpu_agent.solvers import build_solver
 from evokit.seeds import (
-    MAX_SEED_PASS,
     SeedBand,
     admit_seeds,
     make_seeds,
     measure_seeds,
-    select_seeds,
 )
-
-
-def test_filter_keeps_hard_seeds_longest_first():
-    rows = [{"name": f"s{i}", "pass_rate": p, "turns": t, "length": n}
-            for i, (p, t, n) in enumerate([(0.0, 6.0, 3), (0.5, 6.0, 2), (0.625, 9.0, 3), (0.25, 2.0, 1),
-                                           (1.0, 3.0, 1), (0.375, 6.0, 3)])]
-    kept = select_seeds(rows, 4)
-    assert [r["name"] for r in kept] == ["s0", "s5", "s1", "s3"]  # ≤ 4/8; turns, then length, then name
-    assert all(r["pass_rate"] <= MAX_SEED_PASS for r in kept)
-    with pytest.raises(ValueError, match="only 4 of 6 candidate seeds"):
-        select_seeds(rows, 5)
 
 
 def test_band_admits_only_seeds_that_can_move_longest_plan_first():

@@ -2,7 +2,7 @@
 
 Rows per run and curriculum: ``run-<s>/train/<curriculum>/steps.jsonl`` and ``rollouts.jsonl``,
 written by the study's trainer (:mod:`evokit.training.trainers`, chosen by ``policy``); notebooks ``ee_el_scheduler`` (claim 4) and ``ee_trajectory_growth``
-(claim 5) read the same study. The shared start (learner, seed filter, N_{i,g}, runs) and its
+(claim 5) read the same study. The shared start (learner, seed admission, N_{i,g}, runs) and its
 departures from EE are in :mod:`evokit.studies.warm_start`. Here:
 
 * **Claim 4 (EL vs random, first 50 steps).** Per run, the mean partially solved share (groups

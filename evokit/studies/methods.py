@@ -1,7 +1,7 @@
 """EE §5.1's method comparison: evolution vs co-evolution vs ensemble, equal environment budgets, an independent benchmark.
 
 Rows per run: ``run-<s>/train/<method>/…/steps.jsonl``, ``evals.jsonl``, ``initial_eval.json``;
-notebook ``ee_methods``. The shared start (learner, seed filter, N_{i,g}, runs) is in
+notebook ``ee_methods``. The shared start (learner, seed admission, N_{i,g}, runs) is in
 :mod:`evokit.studies.warm_start`. How the setting departs from EE:
 
 * **The benchmark** is :mod:`evokit.benchmark` (fixed verified tasks drawn in their own seed
