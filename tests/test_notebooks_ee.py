@@ -80,7 +80,15 @@ KNOWN = {("claim1", 0): "withheld: 5 evolution seeds < 10; every lineage at ever
          ("claim3", 0): "withheld: 5 evolution seeds < 10, per-solver pass rates strictly between 0 and 1 on 15 % (A), "
                         "4 % (B), 6 % (C) of environments, no unit with 2 usable length strata; ρ(D_T, pass rate) "
                         "lies below 0 for A −0.39 [−0.65, −0.14], B −0.45 [−0.66, −0.24], C −0.44 [−0.60, −0.29]; "
-                        "within equal lengths every interval holds 0"}
+                        "within equal lengths every interval holds 0",
+         ("claim1", 100): "withheld: 5 evolution seeds < 10; shares reaching 0 low 0.60, high and max 1.00; high − low "
+                          "and max − low +0.40 [−0.28, +1.08] (MDE 0.91); first-zero high − max +0.6 [−1.8, +3.0]",
+         ("claim2", 100): "withheld: 5 evolution seeds < 10; one-step ΔPass length −25.0 [−47.3, −2.7] points with ΔTurns "
+                          "+3.50 [+2.05, +4.95] (both on the paper's side), scenario +8.3 [−22.1, +38.7], skill −6.7 "
+                          "[−55.7, +42.4] (ties)",
+         ("claim3", 100): "withheld: 5 evolution seeds < 10, per-solver pass rates strictly between 0 and 1 on 9 % (A), "
+                          "14 % (B), 9 % (C) of environments, no unit with 2 usable length strata; ρ(D_T, pass rate) "
+                          "A −0.44 [−0.70, −0.18], B −0.41 [−0.95, +0.13], C −0.64 [−0.81, −0.46]"}
 
 
 @pytest.fixture(scope="module", params=BLOCKS)
