@@ -84,6 +84,20 @@ def test_synthesize_stays_in_seed_scenarios_and_targets_failures():
         p.validate()
 
 
+def test_a_bank_without_failures_draws_pairs_uniformly():
+    """Every seen step succeeded, so every smoothed rate is 0: synthesis draws the seed scenarios' pairs
+    alike instead of failing (a solver that passes all its seed rollouts leaves nothing to mine)."""
+    scenarios = ["access-log", "csv-ledger"]
+    pairs = [(s, k) for s in scenarios for k in skills_for(s)]
+    bank = update_bank(WeaknessBank(), [{"plan": [{"scenario": s, "skill": k}], "step_results": {"step_1": 1}}
+                                        for s, k in pairs])
+    assert set(failure_rates(bank, pairs).values()) == {0.0}
+    plans = synthesize(bank, scenarios, 400, random.Random(1), lengths=[2])
+    steps = Counter((s.scenario, s.skill) for p in plans for s in p.steps)
+    assert set(steps) <= set(pairs) and len(steps) == len(pairs)
+    assert max(steps.values()) < 3 * min(steps.values()), steps
+
+
 def seeds(out: Path, n: int) -> list[Path]:
     """``n`` procedural seed tasks under ``out``."""
     return [out / r["name"] for r in make_seeds(n, 0, out, progress=False)]

@@ -143,7 +143,8 @@ def synthesize(bank: WeaknessBank, seed_scenarios: Iterable[str], n: int, rng: r
     Length: drawn from ``lengths`` (pass the seeds' lengths). Like a seed, each later step reads the
     previous step's output with probability ``dependent_prob`` when that output is a file of a seed
     scenario, else starts from fresh data of a drawn pair. Plans are valid; whether one renders under
-    a given seed is checked by the caller (:func:`coevolve_round`).
+    a given seed is checked by the caller (:func:`coevolve_round`). A bank that saw steps but no
+    failure rates every pair 0: there is nothing to mine, and pairs are drawn uniformly.
     """
     scenarios = sorted(set(seed_scenarios))
     if not scenarios or not lengths:
@@ -158,13 +159,19 @@ def synthesize(bank: WeaknessBank, seed_scenarios: Iterable[str], n: int, rng: r
             last = _output_scenario(steps)
             if last in scenarios and rng.random() < dependent_prob:
                 options = [p for p in candidates if p[0] == last]
-                s, k = rng.choices(options, [rates[p] for p in options])[0]
+                s, k = _weighted(rng, options, rates)
                 steps.append(Step(s, k, input=len(steps)))
             else:
-                s, k = rng.choices(candidates, [rates[p] for p in candidates])[0]
+                s, k = _weighted(rng, candidates, rates)
                 steps.append(Step(s, k))
         plans.append(Plan(tuple(steps)))
     return plans
+
+
+def _weighted(rng: random.Random, options: Sequence[Pair], rates: dict[Pair, float]) -> Pair:
+    """One pair drawn ∝ its failure rate; uniformly when every rate is 0 (a bank without failures)."""
+    weights = [rates[p] for p in options]
+    return rng.choices(options, weights if sum(weights) > 0 else None)[0]
 
 
 def _output_scenario(steps: list[Step]) -> str | None:
