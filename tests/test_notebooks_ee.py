@@ -158,8 +158,9 @@ def test_table1_claim_2_consistent(ee_run):
     parts = []
     for d, r in ds.items():
         p, t = r["d_pass_pts_one_step"], r["d_turns_one_step"]
-        interval_ok(p)
-        interval_ok(t)
+        interval_ok(p, n=None)  # a pinned lineage with no rarer choice ends before generation 1: fewer units
+        interval_ok(t, n=None)
+        assert p["n"] == t["n"] == r["n_evolution_seeds"] <= 5, (d, r["n_evolution_seeds"])
         assert r["pass_verdict"] == sign(p) and r["turns_verdict"] == sign(t), (d, r)
         assert (r["pass_reproduced"], r["turns_part"]) == (paper_side(p, "below"), paper_side(t, "above")), (d, r)
         parts += [paper_side(p, "below"), paper_side(t, "above")]
