@@ -162,7 +162,7 @@ def test_table1_claim_2_consistent(ee_run):
         interval_ok(t, n=None)
         assert p["n"] == t["n"] == r["n_evolution_seeds"] <= 5, (d, r["n_evolution_seeds"])
         assert r["pass_verdict"] == sign(p) and r["turns_verdict"] == sign(t), (d, r)
-        assert (r["pass_reproduced"], r["turns_part"]) == (paper_side(p, "below"), paper_side(t, "above")), (d, r)
+        assert (r["pass_part"], r["turns_part"]) == (paper_side(p, "below"), paper_side(t, "above")), (d, r)
         parts += [paper_side(p, "below"), paper_side(t, "above")]
     runs_precondition(s["preconditions"], "fewest evolution seeds with a generation-1 child in a direction",
                       min(r["n_evolution_seeds"] for r in ds.values()))
@@ -180,7 +180,7 @@ def test_table1_claim_2_direction(ee_run, request):
     raises turns per trajectory."""
     expect_claim(request, KNOWN, "claim2", ee_run.seed)
     s = ee_run("ee_table1_directions")
-    verdicts = {d: (r["pass_reproduced"], r["turns_part"]) for d, r in s["directions"].items()}
+    verdicts = {d: (r["pass_part"], r["turns_part"]) for d, r in s["directions"].items()}
     assert s["reproduced"] == "yes", (verdicts, s["preconditions"])
 
 

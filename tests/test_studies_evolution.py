@@ -78,11 +78,11 @@ def test_direction_claim_needs_every_interval_on_its_side():
                       turns=[2, 2 + (1 if s % 2 else -1), 2])
     c = ev.direction_claim(rows, ("length", "skill"), min_units=5)
     length, skill = c["directions"]["length"], c["directions"]["skill"]
-    assert (length["pass_reproduced"], length["turns_part"]) == ("yes", "yes")
+    assert (length["pass_part"], length["turns_part"]) == ("yes", "yes")
     assert length["d_pass_pts_one_step"]["estimate"] == pytest.approx(-25.0)
     assert length["d_turns_per_step_one_step"]["estimate"] == pytest.approx(np.mean([(4 + s) / 3 - 1 for s in range(5)]))
     assert length["share_raising_d_t_all_edits"]["estimate"] == 1.0
-    assert (skill["pass_reproduced"], skill["turns_part"]) == ("tie", "tie")
+    assert (skill["pass_part"], skill["turns_part"]) == ("tie", "tie")
     assert c["reproduced"] == "tie"
     only_length = [r for r in rows if r["setting"] == "high-length"]
     assert ev.direction_claim(only_length, ("length",), min_units=5)["reproduced"] == "yes"

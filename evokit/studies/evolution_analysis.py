@@ -251,7 +251,7 @@ def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS
                                                         f"{d} share own")
         row["pass_verdict"], row["turns_verdict"] = (_verdict(row["d_pass_pts_one_step"]),
                                                      _verdict(row["d_turns_one_step"]))
-        row["pass_reproduced"] = _side(row["d_pass_pts_one_step"], "below")
+        row["pass_part"] = _side(row["d_pass_pts_one_step"], "below")
         row["turns_part"] = _side(row["d_turns_one_step"], "above")
         out[d] = row
     pinned = [c for c in _chains(rows).values() if c[min(c)]["direction_setting"] in directions and 0 in c]
@@ -261,7 +261,7 @@ def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS
                         min((out[d]["n_evolution_seeds"] for d in out), default=0), "≥", min_units),
            precondition("share of parents above pass rate 0", _mean(float(c[0]["pass_rate"] > 0) for c in pinned),
                         "≥", MIN_ALIVE_SHARE)]
-    parts = [v for d in out for v in (out[d]["pass_reproduced"], out[d]["turns_part"])]
+    parts = [v for d in out for v in (out[d]["pass_part"], out[d]["turns_part"])]
     return {"directions": out, "preconditions": [p.as_dict() for p in pre],
             "ended_before_generation_1_share": _mean(float(c in ended) for c in pinned),
             "reproduced": withheld(combine(parts) if len(out) == len(directions) else "tie", pre)}
