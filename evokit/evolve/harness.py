@@ -276,6 +276,7 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                       seen=frozenset()):
     feedback: list[str] = []
     gates: list[dict] = []  # the hack gate's outcome of each verified attempt (hack rates)
+    repairs: list[dict] = []  # why each attempt before the verified one failed (a child's record keeps it)
     seeded = {"llm_seed": llm_seed} if backend.seeded else {}
     if k > 1:
         seeded["k"] = k
@@ -290,6 +291,7 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                     call_seed=role_seed(llm_seed, "modify", attempt))
             except (ValueError, OSError) as e:  # a modifier reply that never validated, a bad file
                 feedback = [f"modifier: {e}"]
+                repairs.append({"attempt": attempt, "reasons": feedback})
                 continue
             new_plan, _ = _plan_and_seed(folder)
             if new_plan.to_json() in seen:
@@ -310,10 +312,12 @@ def _build_and_verify(store, backend, cfg, lineage, g, parent, parent_dir, plan,
                     "plan": new_plan.to_records(), "changed": list(edit.changed), "difficulty": diff,
                     "mutation": mut, "verdict": verdict_summary(verdict), "attempts": attempt + 1,
                     "seconds": round(time.monotonic() - t0, 3), "usage": backend.usage(),
-                    **({"hack_gate": gates} if gates else {}), **seeded})
+                    **({"hack_gate": gates} if gates else {}), **({"repairs": repairs} if repairs else {}),
+                    **seeded})
                 store.add_env(rec)
                 return rec
             feedback = [failure_reason(c) for c in verdict.failures]
+            repairs.append({"attempt": attempt, "reasons": feedback})
             shutil.rmtree(dest, ignore_errors=True)
     # The last attempt's failing checks, every one (the oracle's names the first failing test); the
     # cause is the first of them, in the verifiers' order (oracle, null, hack gate, rubric).
