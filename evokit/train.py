@@ -11,7 +11,7 @@ row's group statistics then count them too (``served`` and ``replayed`` tell the
 
 The policy is the CPU learner (:mod:`evokit.cpu_agent.policy`); the LLM policy trains through TRL
 (:mod:`evokit.trl_trainer`) on the same sources. Rows: ``steps.jsonl`` (one per update),
-``evals.jsonl`` (held-out pass rate), ``rollouts.jsonl``. A checkpoint (policy, optimizer,
+``evals.jsonl`` (held-out pass rate and turns, every ``eval_every`` steps), ``rollouts.jsonl``. A checkpoint (policy, optimizer,
 source state, step, the run's configuration) is written atomically after each step; a killed run
 resumes from it, drops rows of the unfinished step and, since every random choice is keyed by
 (seed, step), produces the same rows as an uninterrupted run. Resuming with another
@@ -47,7 +47,7 @@ from evokit.cpu_agent.policy import (
     PolicyConfig,
     SkillPolicy,
     collect_groups,
-    evaluate,
+    evaluation,
     frozen_copy,
     grpo_update,
     task_difficulty,
@@ -142,6 +142,14 @@ def _check_resume(out: Path, saved: dict | None, now: dict) -> None:
                       "Use a new folder, or delete its checkpoint.pt and rows to start over.")
 
 
+def eval_row(step: int, per_task: dict[str, dict[str, float]]) -> dict:
+    """An ``evals.jsonl`` row: after update ``step``, the held-out ``pass_rate`` (mean over tasks, as
+    :func:`~evokit.cpu_agent.policy.evaluate`), the mean ``turns`` per rollout over tasks, and each task's
+    own (``tasks``)."""
+    return {"step": step, "pass_rate": float(np.mean([e["pass_rate"] for e in per_task.values()])),
+            "turns": float(np.mean([e["turns"] for e in per_task.values()])), "tasks": per_task}
+
+
 def _d_theta(policy: SkillPolicy, refs) -> float:
     """Mean D_θ of the served tasks for this learner before its update."""
     return float(np.mean([task_difficulty(policy, r.path) for r in refs]))
@@ -201,9 +209,9 @@ def train(source: TaskSource, policy: PolicyConfig, out: str | Path, config: Tra
         append_rows(out / "steps.jsonl", [{**own, "mean_d_theta": d_theta, **shared}])
         if cfg.eval_every and eval_tasks and (step + 1) % cfg.eval_every == 0:
             bar.set_postfix_str(f"held-out evaluation on {len(eval_tasks)} task(s)")
-            append_rows(out / "evals.jsonl", [{"step": step, "pass_rate": evaluate(
+            append_rows(out / "evals.jsonl", [eval_row(step, evaluation(
                 model, list(eval_tasks), n=cfg.eval_rollouts, seed=cfg.seed + 7, workers=cfg.workers,
-                attempts=cfg.attempts, judge=judge, groups_at_once=cfg.groups_at_once)}])
+                attempts=cfg.attempts, judge=judge, groups_at_once=cfg.groups_at_once))])
             bar.set_postfix_str("")
         _save(out, policy=model.state_dict(), optimizer=opt.state_dict(), source=state, step=step + 1,
               identity=identity)

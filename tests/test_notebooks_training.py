@@ -38,7 +38,8 @@ KNOWN = {**{(claim, 100): WITHHELD for claim in ("claim4", "claim5", "claim6", "
                         "pass rate 0 0.75, needs ≤ 0.1. Intervals: share EL − random +0.225 [+0.053, +0.397], "
                         "reward slope EL −0.0133 [−0.0300, +0.0035], random −0.0031 [−0.0118, +0.0056]",
          ("claim5", 0): "withheld at smoke size: runs 5, needs ≥ 10; largest share of a run's admitted seeds at "
-                        "pass rate 0 0.75, needs ≤ 0.1. Interval: EL's turns slope +0.140 [−0.000, +0.279] per step",
+                        "pass rate 0 0.75, needs ≤ 0.1; fewest fixed-set evaluations in an EL run 0 (evaluated "
+                        "from 10 runs on), needs ≥ 2. Interval: EL's turns slope +0.140 [−0.000, +0.279] per step",
          ("claim6", 0): "withheld at smoke size: runs 5, needs ≥ 10; largest share of a run's admitted seeds at "
                         "pass rate 0 0.6, needs ≤ 0.1. Peak, paired over runs: evolution − co-evolution +0.010 "
                         "[−0.056, +0.076] (MDE 0.088), evolution − ensemble −0.005 [−0.074, +0.064] (MDE 0.092)",
@@ -206,8 +207,9 @@ def test_ee_el_scheduler_direction(training, request):
 # ---------------------------------------------------------------- claim 5: trajectory growth
 @pytest.mark.xdist_group("curricula-study")
 def test_ee_trajectory_growth_consistent(training):
-    """Claim 5 over 5 runs: the verdict of EL's turns-per-trajectory slope recomputed from its interval;
-    withheld iff a precondition failed."""
+    """Claim 5 over 5 runs: the verdict recomputed from EL's turns-per-trajectory slope and, where the
+    fixed set was evaluated, that slope minus the fixed set's; withheld iff a precondition failed (below
+    10 runs the fixed set is not evaluated, and its precondition names that)."""
     s = curricula(training, "ee_trajectory_growth")
     t = s["claim5"]["turns_slope_el"]
     assert len(s["runs"]) == 5 and t == s["turns_slope_el"]
@@ -215,7 +217,13 @@ def test_ee_trajectory_growth_consistent(training):
     interval_ok(s["generation_slope_el"])
     pre = s["preconditions"]["claim5"]
     runs_precondition(pre, "runs", 5)
-    follows(s["reproduced"], paper_side(t, "above"), pre)
+    fixed = next(p for p in pre if p["name"] == "fewest fixed-set evaluations in an EL run")
+    assert fixed["value"] == 0 and not fixed["met"], fixed
+    parts = [paper_side(t, "above")]
+    if "served_minus_fixed_slope" in s["claim5"]:
+        interval_ok(s["claim5"]["served_minus_fixed_slope"])
+        parts.append(paper_side(s["claim5"]["served_minus_fixed_slope"], "above"))
+    follows(s["reproduced"], combined(parts), pre)
     assert s["reproduced"] == s["claim5"]["reproduced"]
 
 

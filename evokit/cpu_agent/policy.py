@@ -432,13 +432,24 @@ def evaluate_per_task(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *
                       groups_at_once: int = 1) -> dict[str, float]:
     """Per-task pass rate over ``n`` sampled (or greedy) rollouts, keyed by task folder name
     (``attempts``/``judge``: as in :func:`collect_groups`)."""
+    return {task: e["pass_rate"] for task, e in evaluation(policy, tasks, n=n, seed=seed, greedy=greedy,
+                                                           workers=workers, attempts=attempts, judge=judge,
+                                                           groups_at_once=groups_at_once).items()}
+
+
+def evaluation(policy: SkillPolicy, tasks: Sequence[Task | str | Path], *, n: int = 8, seed: int = 0,
+               greedy: bool = False, workers: int = 2, attempts: int = 1, judge: Judge | None = None,
+               groups_at_once: int = 1) -> dict[str, dict[str, float]]:
+    """Per task (keyed by folder name), over ``n`` sampled (or greedy) rollouts: ``pass_rate``, the mean
+    reward of the usable ones, and ``turns``, the mean turns per rollout (as a ``steps.jsonl`` row counts
+    a served group's, :mod:`evokit.training.steps`) — what the same tasks cost the policy as it trains."""
     out = {}
     for group in collect_groups(policy, tasks, group_size=n, workers=workers, seed=seed, greedy=greedy,
                                 attempts=attempts, judge=judge, groups_at_once=groups_at_once):
         g = group_stats(group)
         if not g.n:
             raise RuntimeError(f"{group[0].task}: every rollout was masked: {group[0].error}")
-        out[group[0].task] = g.mean_reward
+        out[group[0].task] = {"pass_rate": g.mean_reward, "turns": float(np.mean([r.n_turns for r in group]))}
     return out
 
 

@@ -15,9 +15,14 @@ departures from EE are in :mod:`evokit.studies.warm_start`. Here:
   replays EL's generations slot by slot from EL's rows of the same run), the paired differences
   EL − seeds-only and EL − matched of the partially solved share; EL's adaptivity counts only if
   both are above 0, and claim 4 is "yes" only if EL also beats random order.
-* **Claim 5 (trajectory growth).** Per run, the slope of turns per trajectory over the steps under
-  EL, with its interval (the paper: turns rise as harder generations unlock); the slope of the
-  served generation beside it, so a rise can be told from a flat schedule.
+* **Claim 5 (trajectory growth).** Per run, (a) the slope of turns per trajectory over the steps
+  under EL, and (b) that slope minus the slope of turns on the run's *fixed set* — 2 environments
+  of each generation of its store (:func:`fixed_set`), on which EL's student is evaluated every
+  ``fixed_set_every`` steps as it trains (``train/el/evals.jsonl``) — both with t intervals over
+  runs (the paper: turns rise as harder generations unlock). (b) tells a rise from EL's unlocking
+  apart from the student's own drift on unchanged tasks. Beside them: the slope of turns per plan
+  step (a rise from longer tasks alone leaves it flat), of the served generation, and random
+  order's turns slope.
 * **Either policy.** ``policy="cpu"`` (the default) trains the warm-started CPU learner; an LLM spec
   (``"tiny"``, ``"smollm2"``, a model folder; :func:`evokit.trl_trainer.load_policy`) trains that
   model through TRL on the same stores and task sources, with ``llm`` (``LLMTrainConfig`` fields:
@@ -32,6 +37,7 @@ departures from EE are in :mod:`evokit.studies.warm_start`. Here:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -41,7 +47,7 @@ import pandas as pd
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit.curricula.controls import el_schedule
-from evokit.curriculum import store_envs
+from evokit.curriculum import EnvRow, store_envs
 from evokit.rollout import rollout_workers
 from evokit.rows import read_rows
 from evokit.sources import make_source
@@ -76,16 +82,24 @@ class CurriculaStudy(EEStudy):
     first: int = 50  # EE compares the curricula over the first 50 GRPO steps
     policy: str = CPU  # who learns: "cpu" (the CPU learner) or an LLM model spec ("tiny", "smollm2", a folder)
     llm: dict | None = None  # LLMTrainConfig fields for an LLM policy (e.g. max_completion_length, max_turns)
+    fixed_set_every: int = 0  # claim 5's fixed set: EL's student evaluated on it every so many steps (0: not)
+    fixed_set_per_generation: int = 2  # environments of each generation 0..G of the run's store in the fixed set
+    fixed_set_rollouts: int = 8  # rollouts per fixed-set environment at each evaluation
 
     def __post_init__(self):
         if "matched" in self.curricula and ("el" not in self.curricula
                                            or self.curricula.index("el") > self.curricula.index("matched")):
             raise ValueError(f"curricula {self.curricula}: 'matched' replays EL's generations, so 'el' must come first")
+        if self.fixed_set_every and self.policy != CPU:
+            raise ValueError(f"fixed_set_every={self.fixed_set_every} with policy {self.policy!r}: the fixed set is "
+                             "evaluated as the CPU learner trains (evokit.train); the TRL path does not evaluate")
 
     def record(self) -> dict:
         """What ``study.json`` holds: every field; ``policy`` and ``llm`` only for an LLM, so a CPU study's
         folder holds the same record whichever evokit wrote it."""
         rec = {"study": "curricula", **asdict(self)}
+        if not self.fixed_set_every:  # a study without the fixed set records what it recorded before there was one
+            rec = {k: v for k, v in rec.items() if not k.startswith("fixed_set_")}
         return {k: v for k, v in rec.items() if k not in ("policy", "llm")} if self.policy == CPU else rec
 
 
@@ -119,12 +133,34 @@ def curricula_study(results_dir: str | Path, study: CurriculaStudy = CurriculaSt
         store = run_store(out, run_seed_dirs(out, pool, study, run), study, run, workers=workers)
         trainer = run_trainer(out, study, run, workers)
         envs = store_envs(store)
+        fixed = fixed_set(envs, study.fixed_set_per_generation, run) if study.fixed_set_every else ()
         for name in study.curricula:
             cfg = trainer.config(steps=study.steps, tasks_per_step=study.tasks_per_step, group_size=study.group_size,
                                  seed=run)
             options = {"schedule": el_schedule(run_dir(out, run) / "train" / "el")} if name == "matched" else {}
-            trainer.train(make_source(name, envs=envs, **options), run_dir(out, run) / "train" / name, cfg)
+            evals = fixed if name == "el" else ()
+            if evals:  # EL's student on the fixed set, every fixed_set_every steps (claim 5, part b)
+                cfg = dataclasses.replace(cfg, eval_every=study.fixed_set_every,
+                                          eval_rollouts=study.fixed_set_rollouts)
+            trainer.train(make_source(name, envs=envs, **options), run_dir(out, run) / "train" / name, cfg,
+                          eval_tasks=evals)
     return out
+
+
+def fixed_set(envs: Sequence[EnvRow], per_generation: int, seed: int) -> tuple[Path, ...]:
+    """Claim 5's fixed environment set of a run: ``per_generation`` environments of each generation 0..G of
+    its store, drawn uniformly (seeded by the run) and the same at every evaluation, so that turns on it
+    move only with the student, not with what the curriculum serves (docs/preregistration.md, claim 5)."""
+    rng = np.random.default_rng([int(seed), FIXED_SET_STREAM])
+    chosen = []
+    for g in sorted({e.generation for e in envs}):
+        pool = sorted((e for e in envs if e.generation == g), key=lambda e: (e.lineage, e.k))
+        take = rng.choice(len(pool), size=min(per_generation, len(pool)), replace=False)
+        chosen += [pool[i].path for i in sorted(take)]
+    return tuple(chosen)
+
+
+FIXED_SET_STREAM = 5  # the fixed set's own random stream, apart from training's (seed, step) draws
 
 
 def _advances(prev: dict | None, now: dict) -> tuple[int, int]:
@@ -156,14 +192,25 @@ def admission_columns(results_dir: str | Path) -> dict[int, dict]:
             for run, a in runs.items()}
 
 
+def _turns_per_plan_step(served: list[dict]) -> float:
+    """Mean over the served groups of turns per rollout / plan steps (NaN if a task has no plan, or rows
+    written before the served entries recorded ``plan_steps``)."""
+    ratios = [s["turns"] / s["plan_steps"] if s.get("plan_steps") else float("nan") for s in served]
+    return float(np.mean(ratios)) if ratios else float("nan")
+
+
 def curricula_frame(results_dir: str | Path) -> pd.DataFrame:
-    """One row per (run, curriculum, step): GRPO group shares, reward, turns, served generation, EL's cursor moves,
-    and the run's seed-admission preconditions (:func:`admission_columns`)."""
+    """One row per (run, curriculum, step): GRPO group shares, reward, turns (per trajectory and per plan step),
+    served generation, EL's cursor moves, the turns on claim 5's fixed set where the student was evaluated
+    after that step (``fixed_set_turns``, NaN elsewhere), and the run's seed-admission preconditions
+    (:func:`admission_columns`)."""
     rows = []
     admission = admission_columns(results_dir)
+    nan = float("nan")
     for rd in sorted(Path(results_dir).glob("run-*")):
         for tr in sorted((rd / "train").iterdir()):
             prev = None
+            fixed = {e["step"]: e["turns"] for e in read_rows(tr / "evals.jsonl")} if (tr / "evals.jsonl").exists() else {}
             for r in read_rows(tr / "steps.jsonl"):
                 cursors = r["scheduler"].get("cursors")
                 within, across = _advances(prev, cursors) if cursors is not None else (0, 0)
@@ -173,13 +220,16 @@ def curricula_frame(results_dir: str | Path) -> pd.DataFrame:
                              "dead_group_share": r["dead_group_share"], "mean_reward": r["mean_reward"],
                              "turns": r["turns"], "generation": float(np.mean([s["env"][1] for s in r["served"]])),
                              "mean_d_t": r["mean_d_t"], "k_advances": within, "g_advances": across,
+                             "turns_per_plan_step": _turns_per_plan_step(r["served"]),
+                             "fixed_set_turns": fixed.get(r["step"], nan),
                              **admission[int(rd.name.split("-")[1])]})
     return pd.DataFrame(rows)
 
 
 def slope(x: Sequence[float], y: Sequence[float]) -> float:
-    """Least-squares slope of y on x (per step)."""
+    """Least-squares slope of y on x (per step) over the points where y is measured (NaN: not)."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    x, y = x[~np.isnan(y)], y[~np.isnan(y)]
     return float(np.polyfit(x, y, 1)[0]) if len(x) > 1 else float("nan")
 
 
@@ -192,7 +242,12 @@ def per_run(frame: pd.DataFrame, first: int) -> pd.DataFrame:
                      "partially_solved_share": float(g.partially_solved_share.mean()),
                      "dead_group_share": float(g.dead_group_share.mean()), "mean_reward": float(g.mean_reward.mean()),
                      "reward_slope": slope(g.step, g.mean_reward), "turns_slope": slope(g.step, g.turns),
-                     "generation_slope": slope(g.step, g.generation), "turns_first": float(g.turns.head(5).mean()),
+                     "generation_slope": slope(g.step, g.generation),
+                     "turns_per_plan_step_slope": slope(g.step, g.turns_per_plan_step)
+                     if g.turns_per_plan_step.notna().all() else float("nan"),
+                     "fixed_set_turns_slope": slope(g.step, g.fixed_set_turns),
+                     "fixed_set_evaluations": int(g.fixed_set_turns.notna().sum()),
+                     "turns_first": float(g.turns.head(5).mean()),
                      "turns_last": float(g.turns.tail(5).mean()), "generation_last": float(g.generation.tail(5).mean()),
                      "k_advances": int(g.k_advances.sum()), "g_advances": int(g.g_advances.sum()),
                      "served_evolved": bool((g.generation > 0).any()),
@@ -205,6 +260,7 @@ def per_run(frame: pd.DataFrame, first: int) -> pd.DataFrame:
 #: when re-measured, a window of at least this many steps, EL serving an evolved environment in this
 #: share of runs.
 MAX_AT_ZERO, MIN_WINDOW, MIN_EVOLVED_RUNS = 0.10, 16, 0.8
+MIN_FIXED_EVALUATIONS = 2  # claim 5's part (b): a slope of turns on the fixed set needs two evaluations
 
 
 def preconditions(pr: pd.DataFrame, first_steps: int, min_runs: int = MIN_UNITS) -> dict[str, list]:
@@ -217,9 +273,11 @@ def preconditions(pr: pd.DataFrame, first_steps: int, min_runs: int = MIN_UNITS)
               precondition("comparison window (steps)", first_steps, "≥", MIN_WINDOW)]
     el = pr[pr.curriculum == "el"]
     evolved = float(el.served_evolved.mean()) if len(el) else None
+    fixed = int(el.fixed_set_evaluations.min()) if len(el) else None  # part (b) needs a slope in every run
     return {"claim4": claim4,
             "claim5": [*claim4, precondition("share of runs where EL served generation ≥ 1", evolved, "≥",
-                                             MIN_EVOLVED_RUNS)]}
+                                             MIN_EVOLVED_RUNS),
+                       precondition("fewest fixed-set evaluations in an EL run", fixed, "≥", MIN_FIXED_EVALUATIONS)]}
 
 
 def curricula_summary(frame: pd.DataFrame, first: int = 50, min_runs: int = MIN_UNITS) -> dict:
@@ -258,10 +316,31 @@ def curricula_summary(frame: pd.DataFrame, first: int = 50, min_runs: int = MIN_
                          "paper": "EL keeps more groups partially solved; EL's reward rises, random's dips"}
         out["claim4"].update(_controls(by, paper_side(diff, "above"), pre["claim4"]))
     if "el" in by:
-        t = interval(by["el"].turns_slope, name="EL turns slope")
-        out["claim5"] = {"turns_slope_el": t.as_dict(), "reproduced": withheld(paper_side(t, "above"), pre["claim5"]),
-                         "generation_slope_el": out["curricula"]["el"]["generation_slope"],
-                         "paper": "turns per trajectory rise steadily as harder generations unlock (≈190 for 27B)"}
+        out["claim5"] = _claim5(by, pre["claim5"], out["curricula"]["el"]["generation_slope"])
+    return out
+
+
+def _claim5(by: dict[str, pd.DataFrame], pre: list, generation_slope: dict) -> dict:
+    """Claim 5 (docs/preregistration.md): (a) EL's slope of turns per trajectory above 0, and (b) that slope
+    minus the slope of turns on the run's fixed set (the same student; a rise there is the student's own
+    drift, not EL's unlocking) above 0; turns per plan step and random order's turns slope beside them."""
+    el = by["el"]
+    a = interval(el.turns_slope, name="EL turns slope")
+    out = {"turns_slope_el": a.as_dict(), "generation_slope_el": generation_slope,
+           "paper": "turns per trajectory rise steadily as harder generations unlock (≈190 for 27B)"}
+    parts = [paper_side(a, "above")]
+    if (el.fixed_set_evaluations >= MIN_FIXED_EVALUATIONS).all():
+        b = difference(el.turns_slope, el.fixed_set_turns_slope, paired=True,
+                       name="EL turns slope − fixed-set turns slope")
+        out["fixed_set_turns_slope"] = interval(el.fixed_set_turns_slope, name="fixed-set turns slope").as_dict()
+        out["served_minus_fixed_slope"] = b.as_dict()
+        parts.append(paper_side(b, "above"))
+    if el.turns_per_plan_step_slope.notna().all():
+        out["turns_per_plan_step_slope_el"] = interval(el.turns_per_plan_step_slope,
+                                                       name="EL turns per plan step slope").as_dict()
+    if "random" in by:
+        out["turns_slope_random"] = interval(by["random"].turns_slope, name="random turns slope").as_dict()
+    out["reproduced"] = withheld(combine(parts), pre)
     return out
 
 

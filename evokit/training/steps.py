@@ -52,32 +52,42 @@ SERVED_FIELDS: dict[str, str] = {
     "mean_reward": "mean reward of the usable rollouts (None if n = 0)",
     "turns": "mean turns per rollout",
     "d_t": "the task's D_T (None: no plan)",
+    "plan_steps": "the task's plan length, its scenario–skill steps (None: no plan), so turns per plan step can be read",
 }
 
 
-def task_d_t(refs: Sequence[TaskRef]) -> list[float | None]:
-    """D_T of each served task under the catalog's p_T (None for a task without a plan)."""
+def _plans(refs: Sequence[TaskRef]) -> list:
+    """Each served task's plan (None for a task without one)."""
     plans = []
     for ref in refs:
         try:
             plans.append(task_plan(ref.path)[0] if ref.path is not None else None)
         except (ValueError, OSError):
             plans.append(None)
+    return plans
+
+
+def _d_t(plans: Sequence) -> list[float | None]:
     known = [p for p in plans if p is not None]
     scores = iter(score_many(known, catalog_reference())["total"].tolist() if known else [])
     return [float(next(scores)) if p is not None else None for p in plans]
+
+
+def task_d_t(refs: Sequence[TaskRef]) -> list[float | None]:
+    """D_T of each served task under the catalog's p_T (None for a task without a plan)."""
+    return _d_t(_plans(refs))
 
 
 def _mean(xs) -> float:
     return float(np.mean(xs)) if len(xs) else float("nan")
 
 
-def served_entry(result: GroupResult, d_t: float | None) -> dict:
+def served_entry(result: GroupResult, d_t: float | None, plan_steps: int | None = None) -> dict:
     """One served group's entry (:data:`SERVED_FIELDS`)."""
     s, ref = result.stats, result.ref
     return {"task": ref.path.name if ref.path else None, "env": list(ref.key), "n": s.n, "successes": s.solved,
             "masked": s.masked, "pass_rate": s.pass_rate, "mean_reward": s.mean_reward,
-            "turns": _mean([r["n_turns"] for r in result.rows]), "d_t": d_t}
+            "turns": _mean([r["n_turns"] for r in result.rows]), "d_t": d_t, "plan_steps": plan_steps}
 
 
 def step_row(step: int, source: str, results: Sequence[GroupResult], stats: Mapping[str, float], *,
@@ -87,9 +97,12 @@ def step_row(step: int, source: str, results: Sequence[GroupResult], stats: Mapp
     ``results``: the served groups; ``stats``: :func:`evokit.grpo.batch_stats` over the groups the
     update used (served and ``replayed``); ``d_t``: the served tasks' D_T (computed if not given).
     """
-    d_t = task_d_t([r.ref for r in results]) if d_t is None else list(d_t)
+    plans = _plans([r.ref for r in results])
+    d_t = _d_t(plans) if d_t is None else list(d_t)
+    steps = [len(p.steps) if p is not None else None for p in plans]
     known = [x for x in d_t if x is not None]
-    row = {"step": step, "source": source, "served": [served_entry(r, d) for r, d in zip(results, d_t, strict=True)],
+    row = {"step": step, "source": source,
+           "served": [served_entry(r, d, n) for r, d, n in zip(results, d_t, steps, strict=True)],
            "replayed": replayed, **{k: stats[k] for k in ("n_groups", "dead_group_share", "partially_solved_share",
                                                           "masked_share", "fully_solved", "unsolved", "mean_reward")},
            "turns": _mean([r["n_turns"] for res in results for r in res.rows]),

@@ -19,11 +19,13 @@ What stays each loop's own: checkpoints (the CPU loop's ``checkpoint.pt``, TRL's
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from evokit.cpu_agent.policy import Judge, PolicyConfig, SkillPolicy
+from evokit.errors import UserError
 from evokit.sources import TaskSource
 from evokit.train import TrainConfig, train
 from evokit.training.settings import GRPO_FIELDS, GRPOSettings
@@ -33,7 +35,9 @@ CPU = "cpu"  # the policy name of the CPU-scale learner
 
 @runtime_checkable
 class Trainer(Protocol):
-    """GRPO of one policy: ``train(source, out, cfg)`` writes ``out/steps.jsonl`` (the shared row) and returns ``out``."""
+    """GRPO of one policy: ``train(source, out, cfg)`` writes ``out/steps.jsonl`` (the shared row) and returns ``out``;
+    with ``eval_tasks``, the policy as it trains is evaluated on them every ``cfg.eval_every`` steps
+    (``out/evals.jsonl``, :func:`evokit.train.eval_row`)."""
 
     policy: str  # "cpu", or the LLM's model spec
 
@@ -41,7 +45,8 @@ class Trainer(Protocol):
         """This loop's config: its own defaults with the given shared GRPO fields over them."""
         ...
 
-    def train(self, source: TaskSource, out: str | Path, cfg: GRPOSettings) -> Path: ...
+    def train(self, source: TaskSource, out: str | Path, cfg: GRPOSettings,
+              eval_tasks: Sequence[Path] = ()) -> Path: ...
 
 
 def _over(base: GRPOSettings, grpo: dict) -> GRPOSettings:
@@ -64,10 +69,12 @@ class CPUTrainer:
     def config(self, **grpo: Any) -> TrainConfig:
         return _over(self.base, grpo)
 
-    def train(self, source: TaskSource, out: str | Path, cfg: GRPOSettings) -> Path:
+    def train(self, source: TaskSource, out: str | Path, cfg: GRPOSettings,
+              eval_tasks: Sequence[Path] = ()) -> Path:
         cfg = cfg if isinstance(cfg, TrainConfig) else self.config(**dataclasses.asdict(cfg.grpo()))
         pc = self.policy_config or (self.learner.config if self.learner is not None else PolicyConfig())
-        return train(source, pc, out, cfg, init_policy=self.learner, judge=self.judge, progress=self.progress)
+        return train(source, pc, out, cfg, init_policy=self.learner, judge=self.judge, progress=self.progress,
+                     eval_tasks=eval_tasks)
 
 
 @dataclass(frozen=True)
@@ -86,9 +93,13 @@ class LLMTrainer:
     def config(self, **grpo: Any):
         return _over(self._base(), grpo)
 
-    def train(self, source: TaskSource, out: str | Path, cfg: GRPOSettings) -> Path:
+    def train(self, source: TaskSource, out: str | Path, cfg: GRPOSettings,
+              eval_tasks: Sequence[Path] = ()) -> Path:
         from evokit.trl_trainer import LLMTrainConfig, train_llm
 
+        if eval_tasks:  # TRL's loop has no evaluation of its own in evokit; say so rather than skip it
+            raise UserError(f"{self.policy}: evaluation during training ({len(eval_tasks)} task(s)) is the CPU "
+                            "learner's (evokit.train); the TRL path does not evaluate as it trains")
         cfg = cfg if isinstance(cfg, LLMTrainConfig) else self.config(**dataclasses.asdict(cfg.grpo()))
         train_llm(self.policy, source, out, cfg, progress=self.progress)
         return Path(out)
