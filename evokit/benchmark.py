@@ -39,6 +39,11 @@ from evokit.tasks import content_hash
 from evokit.verify import VerifyConfig
 
 NAMESPACE = "evokit-benchmark"  # keys every random choice (evokit.seeds uses "evokit-seed")
+#: Rollouts per benchmark task at every evaluation of a registered-size run (docs/preregistration.md,
+#: claims 6 and 9): one rollout per task leaves a pass rate of a sampling policy too noisy to detect 0.05.
+REGISTERED_ROLLOUTS = 8
+#: The benchmark pass-rate difference a registered design is sized to detect with 80 % power (claims 6, 9).
+DETECTABLE = 0.05
 PREFIX = "bench"  # folder names: bench-NNNN
 
 

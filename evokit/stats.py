@@ -60,6 +60,17 @@ METHODS = ("t", "bca", "percentile")
 MIN_UNITS = 10
 
 
+def _dist(df: float | None):
+    """t quantiles at ``df``, normal ones where there is no ``df`` (a bootstrap interval)."""
+    return sps.norm if df is None or not np.isfinite(df) else sps.t(df)
+
+
+def _detectable(se: float, df: float | None, level: float = LEVEL) -> float:
+    """The smallest true effect a two-sided test at 1 − ``level`` finds with :data:`POWER`: (q₁₋α/₂ + q_power)·se."""
+    dist = _dist(df)
+    return float(se * (float(dist.ppf((1 + level) / 2)) + float(dist.ppf(POWER))))
+
+
 class StatsError(UserError, ValueError):
     """Too few values for an interval, values that are not finite numbers, or an unknown method."""
 
@@ -89,9 +100,24 @@ class Interval:
     def mde(self) -> float:
         if not (np.isfinite(self.lo) and np.isfinite(self.hi)):
             return float("nan")
-        dist = sps.norm if self.df is None or not np.isfinite(self.df) else sps.t(self.df)
-        q = float(dist.ppf((1 + self.level) / 2))
-        return float((self.hi - self.lo) / 2 / q * (q + float(dist.ppf(POWER))))
+        return _detectable(self._se(), self.df, self.level)
+
+    def _se(self) -> float:
+        return float((self.hi - self.lo) / 2 / float(_dist(self.df).ppf((1 + self.level) / 2)))
+
+    def units_to_detect(self, effect: float, *, min_units: int = MIN_UNITS, max_units: int = 10_000) -> int | None:
+        """Sizing from a pilot (docs/preregistration.md, claims 6 and 9): the smallest n ≥ ``min_units``
+        whose t interval over n units of this interval's spread (sd = se·√n of the pilot) detects a true
+        ``effect`` with 80 % power, (t₁₋α/₂,ₙ₋₁ + t₀.₈,ₙ₋₁) · sd/√n ≤ effect; ``max_units`` + 1 if none
+        up to ``max_units`` does (the budget's n is then run, with its MDE); None for an interval
+        without bounds (one unit: no spread to size from)."""
+        if not (np.isfinite(self.lo) and np.isfinite(self.hi)) or self.n < 2:
+            return None
+        sd = self._se() * np.sqrt(self.n)
+        for n in range(max(min_units, 2), max_units + 1):
+            if _detectable(sd / np.sqrt(n), n - 1, self.level) <= effect:
+                return n
+        return max_units + 1
 
     def as_dict(self) -> dict:
         """The fields and the ``mde``, for ``summary.json``."""

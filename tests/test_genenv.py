@@ -467,3 +467,24 @@ def test_the_base_agent_starts_below_alpha_on_the_initial_simulator_and_above_it
     start = base_success(policy, initial_simulator(SMOKE, 0), 32, 0)
     at_p_t = base_success(policy, initial_simulator(replace(SMOKE, init_tilt=0.0, max_len=5), 0), 32, 0)
     assert start < GENENV_ALPHA < at_p_t, (start, at_p_t)
+
+
+def test_the_registered_size_has_the_registered_batches_and_benchmark_rollouts():
+    """The registered design at 10 seeds (docs/preregistration.md, claim 7): batches of ≥ 16 rollouts
+    whose p̂ takes at least three values inside |p̂ − α| ≤ k_min, and ≥ 8 rollouts per benchmark task;
+    the 5-seed smoke study keeps its batch of 10 (every claim is withheld there anyway), and the full
+    size keeps the paper's batches with the registered benchmark rollouts."""
+    from evokit.genenv.reward import difficulty_filter
+    from evokit.studies.genenv import sized
+
+    def in_zone(study) -> int:
+        n = study.tasks_per_batch * study.rollouts
+        return int(difficulty_filter(np.arange(n + 1) / n).sum())
+
+    smoke, registered, full = sized(True), sized(True, 10), sized(False)
+    assert smoke.seeds == 5 and registered.seeds == full.seeds == 10
+    assert in_zone(registered) >= 3 and in_zone(full) >= 3
+    assert registered.tasks_per_batch * registered.rollouts >= 16
+    assert registered.benchmark_rollouts >= 8 and full.benchmark_rollouts >= 8
+    assert smoke.tasks_per_batch * smoke.rollouts < 16
+    assert sized(True, 12).seeds == 12 and sized(True, 12).rollouts == registered.rollouts

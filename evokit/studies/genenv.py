@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +47,7 @@ import pandas as pd
 import torch
 
 from evokit import genenv
-from evokit.benchmark import BENCHMARK, benchmark_tasks
+from evokit.benchmark import BENCHMARK, DETECTABLE, REGISTERED_ROLLOUTS, benchmark_tasks
 from evokit.cpu_agent.policy import SkillPolicy, evaluate, step_goals
 from evokit.cpu_agent.solvers import CORPUS_SIZE, saved_policy, world_solver
 from evokit.genenv import GenEnvConfig, GenEnvSource
@@ -57,7 +57,7 @@ from evokit.plan import compose
 from evokit.reference import GENENV_ZONE
 from evokit.rollout import rollout_workers
 from evokit.rows import append_rows, read_rows
-from evokit.stats import MIN_UNITS, difference, interval, precondition, verdict, withheld
+from evokit.stats import MIN_UNITS, Interval, difference, interval, precondition, verdict, withheld
 from evokit.studies.folder import check_study
 from evokit.train import TrainConfig, final_policy, train
 
@@ -114,10 +114,25 @@ class GenEnvStudy:
         return {"study": "genenv", **{k: v for k, v in asdict(self).items() if k not in ("arms", "benchmark")}}
 
 
-#: Smoke sizes (make check; 5 seeds, smaller runs: trade size per seed for seeds) and the paper's
-#: epoch and batch sizes (10 epochs, batches of 64 tasks as 16 × 4, 4 rollouts each), outside CI.
+#: Smoke sizes (make check; 5 seeds, smaller runs: trade size per seed for seeds), the registered
+#: smoke-scale design (10 seeds; batches of 4 tasks × 4 rollouts, so p̂ takes three values inside
+#: |p̂ − α| ≤ 0.1; 8 benchmark rollouts per task: docs/preregistration.md, claims 7 and 9), and the
+#: paper's epoch and batch sizes (10 epochs, batches of 64 tasks as 16 × 4, 4 rollouts each), outside CI.
 SMOKE = GenEnvStudy()
-FULL = GenEnvStudy(seeds=10, epochs=10, batches_per_epoch=16, tasks_per_batch=4, rollouts=4, benchmark_rollouts=8)
+REGISTERED = GenEnvStudy(seeds=10, tasks_per_batch=4, rollouts=4, benchmark_rollouts=REGISTERED_ROLLOUTS)
+FULL = GenEnvStudy(seeds=10, epochs=10, batches_per_epoch=16, tasks_per_batch=4, rollouts=4,
+                   benchmark_rollouts=REGISTERED_ROLLOUTS)
+
+
+def sized(smoke: bool, units: int | None = None) -> GenEnvStudy:
+    """The study a notebook runs: :data:`FULL` (``units`` seeds, else 10) when not ``smoke``; at smoke scale
+    :data:`REGISTERED` from the registered :data:`~evokit.stats.MIN_UNITS` seeds on (a verdict needs them,
+    so they get the registered batches and benchmark), else :data:`SMOKE` (5 seeds; every claim withheld,
+    its batches kept small for ``make check``'s time)."""
+    if not smoke:
+        return replace(FULL, seeds=units or FULL.seeds)
+    n = units or SMOKE.seeds
+    return replace(REGISTERED if n >= MIN_UNITS else SMOKE, seeds=n)
 
 
 def base_solver(out: Path, seed: int, corpus_size: int) -> SkillPolicy:
@@ -384,6 +399,9 @@ def data_efficiency_summary(scores: pd.DataFrame, frame: pd.DataFrame | None = N
                            for arm, v in per.items()}, "preconditions": [p.as_dict() for p in pre]}
     others = [a for a in ("static", "random", "untrained") if a in per]
     out["genenv_minus"] = {a: _paired(per["learning"], per[a], f"GenEnv − {a}") for a in others}
+    # a pilot's sizing (docs/preregistration.md, claim 9): the seeds a design of this spread needs
+    out["units_to_detect"] = {a: Interval.from_dict(d).units_to_detect(DETECTABLE)
+                              for a, d in out["genenv_minus"].items()}
     signs = [d["sign"] for d in out["genenv_minus"].values()]
     out["reproduced"] = withheld("yes" if signs and all(s == "above" for s in signs) else
                                  "no" if "below" in signs else "tie", pre)

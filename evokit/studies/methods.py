@@ -40,7 +40,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
-from evokit.benchmark import BENCHMARK, BenchmarkConfig, benchmark_tasks, check_disjoint
+from evokit.benchmark import BENCHMARK, DETECTABLE, BenchmarkConfig, benchmark_tasks, check_disjoint
 from evokit.cpu_agent.policy import collect_groups, evaluate
 from evokit.cpu_agent.solvers import Solver
 from evokit.curriculum import RandomOrder, store_envs
@@ -229,7 +229,8 @@ def methods_summary(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> dict:
     """Per method across runs: peak (after step 0) and final benchmark pass rates with intervals, and each
     pair's order read from the **paired** difference over runs (the methods share a run's seeds and
     student: docs/preregistration.md, claim 6, parts (a) and (b)); an interval holding 0 is a tie,
-    with its MDE. The preconditions (:func:`preconditions`) are reported, and gate ``peak_reproduced`` and
+    with its MDE and the runs a design of this spread needs to detect :data:`~evokit.benchmark.DETECTABLE`
+    (``units_to_detect``: a pilot's sizing, docs/preregistration.md). The preconditions (:func:`preconditions`) are reported, and gate ``peak_reproduced`` and
     ``final_reproduced``: a failed one gives "no verdict (precondition: …)"."""
     trained = evals[evals.steps_trained > 0].sort_values("steps_trained")
     per = {"peak": trained.groupby(["method", "run"]).benchmark_pass_rate.max(),
@@ -247,7 +248,8 @@ def methods_summary(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> dict:
         for a, b in itertools.combinations(methods, 2):
             d = difference(s[a].sort_index(), s[b].sort_index(), paired=True, name=f"{what} {a} − {b}")
             order = {"above": f"{a} > {b}", "below": f"{b} > {a}", "overlaps": "tie"}[d.sign]
-            pairs[f"{a} vs {b}"] = {"order": order, "paired_difference": d.as_dict()}
+            pairs[f"{a} vs {b}"] = {"order": order, "paired_difference": d.as_dict(),
+                                    "units_to_detect": d.units_to_detect(DETECTABLE)}
         out[f"{what}_comparison"] = pairs
         if {"evolution", "co-evolution", "ensemble"} <= set(methods):
             orders = [pairs["evolution vs co-evolution"]["order"], pairs["evolution vs ensemble"]["order"]]
