@@ -137,10 +137,7 @@ def test_the_study_runs_the_controls_on_els_run_and_evaluates_els_student_on_the
     fixed = fixed_set(store_envs(tmp_path / "run-0" / "store"), 1, 0)
     evals = read_rows(train / "el" / "evals.jsonl")
     assert [e["step"] for e in evals] == [1, 3]
-    for e in evals:
-        assert sorted(e["tasks"]) == sorted(p.name for p in fixed)
-        assert e["turns"] == pytest.approx(sum(t["turns"] for t in e["tasks"].values()) / 2)
-        assert all(t["turns"] >= 1 for t in e["tasks"].values())
+    assert all(sorted(e["tasks"]) == sorted(p.name for p in fixed) for e in evals)
     assert not any((train / name / "evals.jsonl").exists() for name in ("random", "seeds-only", "matched"))
     f = curricula_frame(tmp_path)
     el = f[f.curriculum == "el"].set_index("step")
@@ -172,20 +169,3 @@ def test_the_fixed_set_is_refused_for_an_llm_policy():
     with pytest.raises(ValueError, match="fixed set is evaluated as the CPU learner trains"):
         CurriculaStudy(policy="tiny", fixed_set_every=4)
 
-
-def test_evaluating_on_the_fixed_set_leaves_els_training_as_it_was(tmp_path):
-    """The measurement does not move what it measures: EL's rows (served tasks, rewards, turns) with
-    the fixed set evaluated every step equal those of the same run without it."""
-    from evokit.rows import read_rows
-    from evokit.studies.curricula import CurriculaStudy, curricula_study
-
-    rows = {}
-    for every in (0, 1):
-        study = CurriculaStudy(runs=1, n_lineages=2, generations=1, per_generation=1, steps=3, group_size=2,
-                               tasks_per_step=2, candidate_steps=(1, 1), attempts=1, curricula=("el",),
-                               fixed_set_every=every, fixed_set_per_generation=1, fixed_set_rollouts=2)
-        curricula_study(tmp_path / str(every), study, progress=False)
-        rows[every] = [{k: r[k] for k in ("served", "mean_reward", "turns", "scheduler")}
-                       for r in read_rows(tmp_path / str(every) / "run-0" / "train" / "el" / "steps.jsonl")]
-    assert (tmp_path / "1" / "run-0" / "train" / "el" / "evals.jsonl").exists()
-    assert len(rows[0]) == 3 and rows[1] == rows[0]

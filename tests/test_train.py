@@ -79,6 +79,26 @@ def test_killed_run_resumes_to_the_same_rows(store, tmp_path):
     assert strip(read_rows(steps)) == strip(read_rows(clean / "steps.jsonl"))
 
 
+def test_evaluating_as_it_trains_leaves_the_training_rows_as_they_were(store, tmp_path):
+    """The measurement does not move what it measures (claim 5's fixed set): EL's rows with two held-out
+    tasks evaluated after every update equal those of the same run without them; each evaluation row
+    holds every task's pass rate and turns, and their means."""
+    envs = store_envs(store)
+    held_out = [envs[0].path, envs[-1].path]
+    plain = train(make_source("el", envs=envs), PolicyConfig(), tmp_path / "plain", TINY, progress=False)
+    cfg = dataclasses.replace(TINY, eval_every=1, eval_rollouts=2)
+    evaluated = train(make_source("el", envs=envs), PolicyConfig(), tmp_path / "evaluated", cfg,
+                      eval_tasks=held_out, progress=False)
+    assert strip(read_rows(evaluated / "steps.jsonl")) == strip(read_rows(plain / "steps.jsonl"))
+    evals = read_rows(evaluated / "evals.jsonl")
+    assert [e["step"] for e in evals] == list(range(4)) and not (plain / "evals.jsonl").exists()
+    for e in evals:
+        assert sorted(e["tasks"]) == sorted(p.name for p in held_out)
+        assert e["pass_rate"] == pytest.approx(sum(t["pass_rate"] for t in e["tasks"].values()) / 2)
+        assert e["turns"] == pytest.approx(sum(t["turns"] for t in e["tasks"].values()) / 2)
+        assert all(t["turns"] >= 1 for t in e["tasks"].values())
+
+
 def test_resume_with_another_configuration_is_refused(store, tmp_path):
     """The τ-ablation trap: a run resumed with another EL config (or learning rate, or start weights) is a clear error,
     not a silent continuation under the old one; more steps with the same configuration (or another
