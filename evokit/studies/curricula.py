@@ -147,6 +147,9 @@ def curricula_study(results_dir: str | Path, study: CurriculaStudy = CurriculaSt
     return out
 
 
+FIXED_SET_STREAM = 5  # the fixed set's own random stream, apart from training's (seed, step) draws
+
+
 def fixed_set(envs: Sequence[EnvRow], per_generation: int, seed: int) -> tuple[Path, ...]:
     """Claim 5's fixed environment set of a run: ``per_generation`` environments of each generation 0..G of
     its store, drawn uniformly (seeded by the run) and the same at every evaluation, so that turns on it
@@ -159,8 +162,6 @@ def fixed_set(envs: Sequence[EnvRow], per_generation: int, seed: int) -> tuple[P
         chosen += [pool[i].path for i in sorted(take)]
     return tuple(chosen)
 
-
-FIXED_SET_STREAM = 5  # the fixed set's own random stream, apart from training's (seed, step) draws
 
 
 def _advances(prev: dict | None, now: dict) -> tuple[int, int]:
