@@ -475,16 +475,16 @@ def test_the_registered_size_has_the_registered_batches_and_benchmark_rollouts()
     the 5-seed smoke study keeps its batch of 10 (every claim is withheld there anyway), and the full
     size keeps the paper's batches with the registered benchmark rollouts."""
     from evokit.genenv.reward import difficulty_filter
-    from evokit.studies.genenv import sized
+    from evokit.studies.genenv import FULL, SMOKE, sized
 
     def in_zone(study) -> int:
         n = study.tasks_per_batch * study.rollouts
         return int(difficulty_filter(np.arange(n + 1) / n).sum())
 
-    smoke, registered, full = sized(True), sized(True, 10), sized(False)
-    assert smoke.seeds == 5 and registered.seeds == full.seeds == 10
+    smoke, registered, full = sized(SMOKE), sized(SMOKE, 10), sized(FULL)
+    assert smoke.seeds == 5 and registered.seeds == full.seeds == 10 and sized(FULL, 12).seeds == 12
     assert in_zone(registered) >= 3 and in_zone(full) >= 3
     assert registered.tasks_per_batch * registered.rollouts >= 16
     assert registered.benchmark_rollouts >= 8 and full.benchmark_rollouts >= 8
     assert smoke.tasks_per_batch * smoke.rollouts < 16
-    assert sized(True, 12).seeds == 12 and sized(True, 12).rollouts == registered.rollouts
+    assert sized(SMOKE, 12).seeds == 12 and sized(SMOKE, 12).rollouts == registered.rollouts

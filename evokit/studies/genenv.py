@@ -124,15 +124,13 @@ FULL = GenEnvStudy(seeds=10, epochs=10, batches_per_epoch=16, tasks_per_batch=4,
                    benchmark_rollouts=REGISTERED_ROLLOUTS)
 
 
-def sized(smoke: bool, units: int | None = None) -> GenEnvStudy:
-    """The study a notebook runs: :data:`FULL` (``units`` seeds, else 10) when not ``smoke``; at smoke scale
-    :data:`REGISTERED` from the registered :data:`~evokit.stats.MIN_UNITS` seeds on (a verdict needs them,
-    so they get the registered batches and benchmark), else :data:`SMOKE` (5 seeds; every claim withheld,
-    its batches kept small for ``make check``'s time)."""
-    if not smoke:
-        return replace(FULL, seeds=units or FULL.seeds)
-    n = units or SMOKE.seeds
-    return replace(REGISTERED if n >= MIN_UNITS else SMOKE, seeds=n)
+def sized(base: GenEnvStudy, units: int | None = None) -> GenEnvStudy:
+    """The study a notebook runs: ``base`` (:data:`SMOKE` or :data:`FULL`) with ``units`` seeds (None: its
+    own). :data:`SMOKE` from the registered :data:`~evokit.stats.MIN_UNITS` seeds on becomes
+    :data:`REGISTERED` (a verdict needs them, so they get the registered batches and benchmark);
+    below them its batches stay small for ``make check``'s time, where every claim is withheld."""
+    n = units or base.seeds
+    return replace(REGISTERED if base == SMOKE and n >= MIN_UNITS else base, seeds=n)
 
 
 def base_solver(out: Path, seed: int, corpus_size: int) -> SkillPolicy:
