@@ -169,3 +169,17 @@ def test_tests_offline_honours_an_allowlist(tmp_path):
     test_sh.write_text(base.replace("cd /tests\n", "curl -sO https://example.com/x.whl\ncd /tests\n"))
     ok, reason = static(task)["tests-offline"]
     assert not ok and "allowlist" in reason
+
+
+def test_an_oracle_run_without_a_reward_is_named_with_its_error():
+    """Two oracle runs, one scored and one that wrote no reward: the determinism rule fails and the
+    reason carries the rewardless run's own error, so a rejection (an evolved child's, an ensemble
+    merge's) says whether the task or the machine broke it."""
+    from evokit.verify.rubric import oracle_deterministic
+    from evokit.verify.trial import TrialRun
+
+    ctx = RubricContext(load_task(ROOT / "tests" / "data" / "tb2_style" / "log-rotate-fix"))
+    ctx.oracle_runs = [TrialRun("oracle", rewards={"reward": 1.0}),
+                       TrialRun("oracle", error="solution timed out after 120s")]
+    ok, reason = oracle_deterministic(ctx)
+    assert not ok and "no reward (solution timed out after 120s)" in reason and "'reward': 1.0" in reason

@@ -407,7 +407,10 @@ def oracle_deterministic(ctx: RubricContext) -> tuple[bool, str]:
         return True, f"not judged: no oracle run wrote a reward ({ctx.oracle_runs[0].error})"
     if all(r is not None and r == rewards[0] for r in rewards):
         return True, f"oracle gave the same rewards in {len(rewards)} fresh sandboxes"
-    return False, f"oracle rewards differ across fresh sandboxes: {rewards}"
+    # a run without a reward says why (a crash, a timeout, a copy that failed), so the verdict can be read
+    shown = [r if r is not None else f"no reward ({run.error or run.why or 'no reason recorded'})"
+             for r, run in zip(rewards, ctx.oracle_runs, strict=True)]
+    return False, f"oracle rewards differ across fresh sandboxes: {shown}"
 
 
 def null_writes_reward(ctx: RubricContext) -> tuple[bool, str]:
