@@ -114,10 +114,9 @@ class GenEnvStudy:
         return {"study": "genenv", **{k: v for k, v in asdict(self).items() if k not in ("arms", "benchmark")}}
 
 
-#: Smoke sizes (make check; 5 seeds, smaller runs: trade size per seed for seeds), the registered
-#: smoke-scale design (10 seeds; batches of 4 tasks × 4 rollouts, so p̂ takes three values inside
-#: |p̂ − α| ≤ 0.1; 8 benchmark rollouts per task: docs/preregistration.md, claims 7 and 9), and the
-#: paper's epoch and batch sizes (10 epochs, batches of 64 tasks as 16 × 4, 4 rollouts each), outside CI.
+#: Smoke sizes (make check: 5 seeds, small batches), the registered smoke-scale design (10 seeds,
+#: batches of 4 × 4 so p̂ takes three values in |p̂ − α| ≤ 0.1, 8 benchmark rollouts per task:
+#: docs/preregistration.md, claims 7 and 9), and the paper's epochs and batches (64 tasks as 16 × 4).
 SMOKE = GenEnvStudy()
 REGISTERED = GenEnvStudy(seeds=10, tasks_per_batch=4, rollouts=4, benchmark_rollouts=REGISTERED_ROLLOUTS)
 FULL = GenEnvStudy(seeds=10, epochs=10, batches_per_epoch=16, tasks_per_batch=4, rollouts=4,
@@ -125,10 +124,8 @@ FULL = GenEnvStudy(seeds=10, epochs=10, batches_per_epoch=16, tasks_per_batch=4,
 
 
 def sized(base: GenEnvStudy, units: int | None = None) -> GenEnvStudy:
-    """The study a notebook runs: ``base`` (:data:`SMOKE` or :data:`FULL`) with ``units`` seeds (None: its
-    own). :data:`SMOKE` from the registered :data:`~evokit.stats.MIN_UNITS` seeds on becomes
-    :data:`REGISTERED` (a verdict needs them, so they get the registered batches and benchmark);
-    below them its batches stay small for ``make check``'s time, where every claim is withheld."""
+    """``base`` (:data:`SMOKE` or :data:`FULL`) with ``units`` seeds (None: its own); :data:`SMOKE` becomes
+    :data:`REGISTERED` from :data:`~evokit.stats.MIN_UNITS` seeds on, where a claim can get a verdict."""
     n = units or base.seeds
     return replace(REGISTERED if base == SMOKE and n >= MIN_UNITS else base, seeds=n)
 
