@@ -211,7 +211,7 @@ def curricula_frame(results_dir: str | Path) -> pd.DataFrame:
     for rd in sorted(Path(results_dir).glob("run-*")):
         for tr in sorted((rd / "train").iterdir()):
             prev = None
-            fixed = {e["step"]: e["turns"] for e in read_rows(tr / "evals.jsonl")} if (tr / "evals.jsonl").exists() else {}
+            fixed = {e["step"]: e["turns"] for e in read_rows(tr / "evals.jsonl")}  # [] where none was evaluated
             for r in read_rows(tr / "steps.jsonl"):
                 cursors = r["scheduler"].get("cursors")
                 within, across = _advances(prev, cursors) if cursors is not None else (0, 0)
