@@ -31,10 +31,28 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def execute(notebook: Path, executed: Path, parameters: dict, cwd: Path, **options) -> None:
+    """Execute ``notebook`` into ``executed`` with papermill (kernel ``python3``, working folder ``cwd``).
+
+    The kernel talks to us over Unix sockets in a folder of its own, not over TCP: a TCP kernel's
+    ports are picked free and then released before the kernel binds them, so two kernels started at
+    once (the test workers, a sandbox or endpoint starting beside them) can pick the same port and
+    the kernel dies with "Address already in use". A private socket folder cannot collide."""
+    import papermill as pm
+    from traitlets.config import Config
+
+    with tempfile.TemporaryDirectory(prefix="evokit-kernel-") as sockets:
+        pm.execute_notebook(str(notebook), str(executed), parameters=parameters, kernel_name="python3",
+                            cwd=str(cwd), progress_bar=False,
+                            config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/kernel"}}),
+                            **options)
 
 
 def notebook_paths(names: list[str]) -> list[Path]:
@@ -158,8 +176,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run_notebooks: --units {args.units}: an interval needs at least 2 units", file=sys.stderr)
         return 2
 
-    import papermill as pm
-
     os.environ.setdefault("HARBOR_TELEMETRY", "0")
     os.environ.setdefault("MPLBACKEND", "Agg")
     smoke = not args.full
@@ -188,9 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         executed = out_dir / block.removeprefix("full").strip("/") / path.name
         executed.parent.mkdir(parents=True, exist_ok=True)
         try:
-            pm.execute_notebook(str(path), str(executed), parameters=params,
-                                kernel_name="python3", cwd=str(ROOT), progress_bar=False, log_output=False,
-                                execution_timeout=args.timeout)
+            execute(path, executed, params, ROOT, log_output=False, execution_timeout=args.timeout)
             status = "ok"
         except Exception as e:  # papermill raises PapermillExecutionError with the failing cell
             status = "failed"

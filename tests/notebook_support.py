@@ -17,6 +17,7 @@ Seed blocks: block 0 (``seed=0``: seeds 0..4 or runs 0..4) in the default notebo
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -27,6 +28,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
+
+def _load_runner():
+    """scripts/run_notebooks.py, whose ``execute`` is how every notebook runs (tests and reproduction alike)."""
+    spec = importlib.util.spec_from_file_location("run_notebooks", ROOT / "scripts" / "run_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RUNNER = _load_runner()
+
 #: The seed blocks every notebook runs on: block 0 by default, block 100 in the slow suite.
 BLOCKS = (pytest.param(0, id="block0"), pytest.param(100, id="block100", marks=pytest.mark.slow))
 
@@ -36,16 +48,13 @@ METHODS = ("t", "bca", "percentile")
 def execute(name: str, base: Path, seed: int, *, cwd: Path | None = None, **params) -> dict:
     """Execute ``notebooks/<name>.ipynb`` at smoke scale on seed block ``seed`` into ``base``; check its
     figure files and return its summary.json. Figures go to ``base/figures`` (``EVOKIT_FIGURES``)."""
-    import papermill  # required (notebooks extra): a missing papermill fails, never skips
-
     figures, results = base / "figures", base / "results" / name
     saved = {k: os.environ.get(k) for k in ("EVOKIT_FIGURES", "HARBOR_TELEMETRY")}
     os.environ.update(EVOKIT_FIGURES=str(figures), HARBOR_TELEMETRY="0")
     try:
-        papermill.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(base / f"{name}.out.ipynb"),
-                                   parameters={"smoke": True, "seed": seed, "results_dir": str(results),
-                                               "fig_name": name, **params},
-                                   kernel_name="python3", cwd=str(cwd or base), progress_bar=False)
+        RUNNER.execute(NOTEBOOKS / f"{name}.ipynb", base / f"{name}.out.ipynb",
+                       {"smoke": True, "seed": seed, "results_dir": str(results), "fig_name": name, **params},
+                       cwd or base)
     finally:
         for k, v in saved.items():
             if v is None:

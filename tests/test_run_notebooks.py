@@ -108,3 +108,29 @@ def test_the_times_file_keeps_entries_another_process_wrote(tmp_path):
     path.write_text(json.dumps({**json.loads(path.read_text()), "b": {"seconds": 2.0}}))  # another process
     rn.record_time("c", {"seconds": 3.0})
     assert set(json.loads(path.read_text())) == {"a", "b", "c"}
+
+
+def test_kernels_started_at_once_each_talk_over_sockets_of_their_own(tmp_path):
+    """Three notebooks executed at once (as test workers do) each get a kernel on Unix sockets in a
+    folder of its own: no TCP port to pick and lose to a neighbour, and no socket left behind."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rn = load_script(tmp_path)
+    cell = {"id": "probe", "cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": "import json\nfrom ipykernel.connect import get_connection_info\n"
+                      "info = get_connection_info(unpack=True)\n"
+                      "print(json.dumps({'transport': info['transport'], 'ip': info['ip']}))"}
+    source = tmp_path / "probe.ipynb"
+    source.write_text(json.dumps({"cells": [cell], "metadata": {"kernelspec": {"name": "python3"}},
+                                  "nbformat": 4, "nbformat_minor": 5}))
+
+    def run(i: int) -> dict:
+        executed = tmp_path / f"probe{i}.out.ipynb"
+        rn.execute(source, executed, {}, tmp_path)
+        return json.loads("".join(json.loads(executed.read_text())["cells"][-1]["outputs"][0]["text"]))
+
+    with ThreadPoolExecutor(3) as pool:
+        infos = list(pool.map(run, range(3)))
+    assert {i["transport"] for i in infos} == {"ipc"}
+    folders = {Path(i["ip"]).parent for i in infos}
+    assert len(folders) == 3 and not any(f.exists() for f in folders)
