@@ -38,21 +38,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def execute(notebook: Path, executed: Path, parameters: dict, cwd: Path, **options) -> None:
-    """Execute ``notebook`` into ``executed`` with papermill (kernel ``python3``, working folder ``cwd``).
+def kernel_config(sockets: str):
+    """The kernel settings every notebook run uses: Unix sockets in the folder ``sockets``, not TCP.
 
-    The kernel talks to us over Unix sockets in a folder of its own, not over TCP: a TCP kernel's
-    ports are picked free and then released before the kernel binds them, so two kernels started at
-    once (the test workers, a sandbox or endpoint starting beside them) can pick the same port and
-    the kernel dies with "Address already in use". A private socket folder cannot collide."""
-    import papermill as pm
+    A TCP kernel's ports are picked free and released before the kernel binds them, so a kernel
+    started beside another (the test workers, a sandbox or endpoint connecting at that moment) can
+    lose a port and die with "Address already in use". A private socket folder cannot collide."""
     from traitlets.config import Config
+
+    return Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/kernel"}})
+
+
+def execute(notebook: Path, executed: Path, parameters: dict, cwd: Path, **options) -> None:
+    """Execute ``notebook`` into ``executed`` with papermill (kernel ``python3`` in ``cwd``, on
+    :func:`kernel_config`'s sockets in a temporary folder)."""
+    import papermill as pm
 
     with tempfile.TemporaryDirectory(prefix="evokit-kernel-") as sockets:
         pm.execute_notebook(str(notebook), str(executed), parameters=parameters, kernel_name="python3",
-                            cwd=str(cwd), progress_bar=False,
-                            config=Config({"KernelManager": {"transport": "ipc", "ip": f"{sockets}/kernel"}}),
-                            **options)
+                            cwd=str(cwd), progress_bar=False, config=kernel_config(sockets), **options)
 
 
 def notebook_paths(names: list[str]) -> list[Path]:

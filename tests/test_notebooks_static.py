@@ -18,6 +18,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_support import RUNNER
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
@@ -121,7 +122,8 @@ def test_progress_bar_renders_as_a_widget(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
         "from evokit import seeds\nfor _ in seeds.tqdm(range(3), desc='seeds'):\n    pass")])
-    NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(tmp_path)}},
+                   config=RUNNER.kernel_config(str(tmp_path))).execute()
     outputs = nb.cells[0].outputs
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in outputs), outputs
     assert not [o for o in outputs if o.get("name") == "stderr"], outputs
