@@ -456,7 +456,7 @@ def test_vs_random_and_data_efficiency_verdicts():
 
 def test_the_base_agent_starts_below_alpha_on_the_initial_simulator_and_above_it_on_p_t(tmp_path):
     """GenEnv's starting condition (docs/preregistration.md, claim 7): on the studies' initial simulator
-    (rare-pair-weighted, up to 6 steps) a seed's base agent succeeds below α; on p_T's own plans (tilt 0,
+    (rare-pair-weighted, up to 8 steps) a seed's base agent succeeds below α; on p_T's own plans (tilt 0,
     up to 5 steps) it succeeds above α, where the α-curriculum could only make tasks harder."""
     from dataclasses import replace
 

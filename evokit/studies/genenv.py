@@ -65,8 +65,10 @@ ARMS = ("learning", "random", "static")
 ARM_LABELS = {"learning": "GenEnv", "random": "random simulator", "static": "static augmentation"}
 BENCH_EVAL_STREAM = 9_100  # the benchmark evaluation's rollout seeds: seed·1000 + this (same for every arm)
 BASE_STREAM = 9_200  # the plans the base agent's success is measured on: their own generator key
-#: The initial simulator's tilt, chosen on pilot block 900 by docs/preregistration.md's rule (its changes log).
-INIT_TILT = 4.0
+#: The initial simulator's tilt and longest plan, chosen on pilot block 900 (10 seeds) by
+#: docs/preregistration.md's rule, claim 7 (its changes log; ``scripts/genenv_start.py`` reruns the grid).
+INIT_TILT = 3.0
+INIT_MAX_LEN = 8
 
 
 # ============================================================================ the study
@@ -91,7 +93,7 @@ class GenEnvStudy:
     corpus_size: int = CORPUS_SIZE  # solved steps the base solver is pretrained on
     benchmark_rollouts: int = 1  # rollouts per benchmark task
     init_tilt: float = INIT_TILT  # the initial simulator ∝ p_T^(1 − tilt): the starting condition (module docstring)
-    max_len: int = 6  # longest generated plan: one more than the seeds' 5, so the simulator can lengthen
+    max_len: int = INIT_MAX_LEN  # longest generated plan (≥ 6, longer than the seeds' 5): with init_tilt the starting condition
     base_tasks: int = 64  # plans of the initial simulator the base agent's success is measured on
     arms: tuple[str, ...] = ("learning", "random")
     benchmark: bool = False
