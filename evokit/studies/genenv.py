@@ -65,10 +65,8 @@ ARMS = ("learning", "random", "static")
 ARM_LABELS = {"learning": "GenEnv", "random": "random simulator", "static": "static augmentation"}
 BENCH_EVAL_STREAM = 9_100  # the benchmark evaluation's rollout seeds: seed·1000 + this (same for every arm)
 BASE_STREAM = 9_200  # the plans the base agent's success is measured on: their own generator key
-#: The initial simulator's tilt and longest plan, chosen on pilot block 900 (10 seeds) by
-#: docs/preregistration.md's rule, claim 7 (its changes log; ``scripts/genenv_start.py`` reruns the grid).
-INIT_TILT = 3.0
-INIT_MAX_LEN = 8
+#: The starting condition, by docs/preregistration.md's rule on pilot block 900 (scripts/genenv_start.py).
+INIT_TILT, INIT_MAX_LEN = 3.0, 8
 
 
 # ============================================================================ the study
