@@ -17,27 +17,20 @@ Seed blocks: block 0 (``seed=0``: seeds 0..4 or runs 0..4) in the default notebo
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
 from pathlib import Path
 
 import pytest
+from script_support import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 
 
-def _load_runner():
-    """scripts/run_notebooks.py, whose ``execute`` is how every notebook runs (tests and reproduction alike)."""
-    spec = importlib.util.spec_from_file_location("run_notebooks", ROOT / "scripts" / "run_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-RUNNER = _load_runner()
+#: scripts/run_notebooks.py, whose ``execute`` is how every notebook runs (tests and reproduction alike).
+RUNNER = load_script("run_notebooks")
 
 #: The seed blocks every notebook runs on: block 0 by default, block 100 in the slow suite.
 BLOCKS = (pytest.param(0, id="block0"), pytest.param(100, id="block100", marks=pytest.mark.slow))

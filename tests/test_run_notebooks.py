@@ -4,19 +4,12 @@ the earlier one kept beside it, and other sizes start a new record."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
+from script_support import load_script
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_script(root: Path):
-    spec = importlib.util.spec_from_file_location("run_notebooks", ROOT / "scripts" / "run_notebooks.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.ROOT = root  # a scratch repository root: figures/full and results/full under tmp_path
-    return mod
 
 
 def notebook(path: Path, runs: int) -> Path:
@@ -27,7 +20,7 @@ def notebook(path: Path, runs: int) -> Path:
 
 
 def test_a_rerun_keeps_the_computing_runs_time_and_other_sizes_replace_it(tmp_path):
-    rn = load_script(tmp_path)
+    rn = load_script("run_notebooks", tmp_path)
     summary = tmp_path / "results" / "full" / "demo" / "summary.json"
     summary.parent.mkdir(parents=True)
     summary.write_text(json.dumps({"study": {"runs": 5}}))
@@ -48,7 +41,7 @@ def test_a_rerun_keeps_the_computing_runs_time_and_other_sizes_replace_it(tmp_pa
 def test_a_recomputation_becomes_the_record_and_keeps_the_earlier_one(tmp_path):
     """On a machine without the rows (results/ is not committed) the same study is computed again: its time
     is the record's, and the first computation, with its redraws, is kept under ``previous``."""
-    rn = load_script(tmp_path)
+    rn = load_script("run_notebooks", tmp_path)
     nb = notebook(tmp_path / "demo.ipynb", 5)
     rn.record_full_run("demo", nb, 7000.0, "ok", redraw=False)
     rn.record_full_run("demo", nb, 12.5, "ok", redraw=True)
@@ -63,7 +56,7 @@ def test_a_recomputation_becomes_the_record_and_keeps_the_earlier_one(tmp_path):
 
 
 def test_a_failed_first_run_is_replaced_by_the_next(tmp_path):
-    rn = load_script(tmp_path)
+    rn = load_script("run_notebooks", tmp_path)
     nb = notebook(tmp_path / "demo.ipynb", 5)
     rn.record_full_run("demo", nb, 30.0, "failed")
     rn.record_full_run("demo", nb, 8000.0, "ok")
@@ -74,7 +67,7 @@ def test_a_failed_first_run_is_replaced_by_the_next(tmp_path):
 def test_another_seed_block_writes_nothing_where_block_0_reads():
     """``--seed 100`` moves every ``"results/…"`` default of every notebook (results, shared study and
     solver folders) under results/block100/; block 0 passes only its sizes and results folder."""
-    rn = load_script(ROOT)
+    rn = load_script("run_notebooks")
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
         block0, block100 = rn.block_parameters(nb, None, True), rn.block_parameters(nb, 100, True)
         assert block0 == {"smoke": True, "results_dir": f"results/{nb.stem}"}
@@ -89,7 +82,7 @@ def test_another_seed_block_writes_nothing_where_block_0_reads():
 def test_units_runs_only_the_notebooks_that_take_them_and_writes_apart():
     """``--units 10`` passes ``units`` to the notebooks that declare it and moves everything they write
     under results/units10/[blockN/]; the others are skipped (they have no such parameter)."""
-    rn = load_script(ROOT)
+    rn = load_script("run_notebooks")
     takes = sorted(nb.stem for nb in (ROOT / "notebooks").glob("*.ipynb") if rn.takes_units(nb))
     assert {"ee_effort", "ee_table1_directions", "ee_difficulty"} <= set(takes), takes
     nb = ROOT / "notebooks" / "ee_effort.ipynb"
@@ -103,7 +96,7 @@ def test_units_runs_only_the_notebooks_that_take_them_and_writes_apart():
 
 def test_the_times_file_keeps_entries_another_process_wrote(tmp_path):
     """Two runs in parallel processes each merge into results/notebook_times.json as they finish."""
-    rn = load_script(tmp_path)
+    rn = load_script("run_notebooks", tmp_path)
     path = rn.record_time("a", {"seconds": 1.0})
     path.write_text(json.dumps({**json.loads(path.read_text()), "b": {"seconds": 2.0}}))  # another process
     rn.record_time("c", {"seconds": 3.0})
@@ -115,7 +108,7 @@ def test_kernels_started_at_once_each_talk_over_sockets_of_their_own(tmp_path):
     folder of its own: no TCP port to pick and lose to a neighbour, and no socket left behind."""
     from concurrent.futures import ThreadPoolExecutor
 
-    rn = load_script(tmp_path)
+    rn = load_script("run_notebooks", tmp_path)
     cell = {"id": "probe", "cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
             "source": "import json\nfrom ipykernel.connect import get_connection_info\n"
                       "info = get_connection_info(unpack=True)\n"

@@ -3,19 +3,10 @@ with a claim whose verdict changes between blocks called unstable."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def load_script(root: Path):
-    spec = importlib.util.spec_from_file_location("verdicts", ROOT / "scripts" / "verdicts.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.ROOT = root
-    return mod
+from script_support import load_script
 
 
 def write(root: Path, name: str, block: int, summary: dict) -> None:
@@ -27,7 +18,7 @@ def write(root: Path, name: str, block: int, summary: dict) -> None:
 
 
 def test_blocks_side_by_side_with_unstable_and_withheld_verdicts(tmp_path, capsys):
-    v = load_script(tmp_path)
+    v = load_script("verdicts", tmp_path)
     write(tmp_path, "a", 0, {"reproduced": "yes", "x": 1})
     write(tmp_path, "a", 100, {"reproduced": "tie"})
     write(tmp_path, "b", 0, {"calibration": {"reproduced": "no"}, "peak_reproduced": "no verdict (precondition: runs 5, needs ≥ 10)"})
@@ -46,7 +37,7 @@ def test_blocks_side_by_side_with_unstable_and_withheld_verdicts(tmp_path, capsy
 
 
 def test_no_runs_is_one_line_and_exit_2(tmp_path, capsys):
-    v = load_script(tmp_path)
+    v = load_script("verdicts", tmp_path)
     (tmp_path / "notebooks").mkdir()
     assert v.main(["7"]) == 2
     err = capsys.readouterr().err
@@ -55,7 +46,7 @@ def test_no_runs_is_one_line_and_exit_2(tmp_path, capsys):
 
 def test_units_runs_are_read_from_their_own_folder(tmp_path, capsys):
     """``--units 10`` reads results/units10/[blockN/]: the smoke runs beside them are not mixed in."""
-    v = load_script(tmp_path)
+    v = load_script("verdicts", tmp_path)
     write(tmp_path, "a", 0, {"reproduced": "no verdict (precondition: units 5, needs ≥ 10)"})
     p = tmp_path / "results" / "units10" / "block100" / "a" / "summary.json"
     p.parent.mkdir(parents=True)
