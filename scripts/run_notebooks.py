@@ -120,15 +120,20 @@ def takes_units(notebook: Path) -> bool:
 
 
 def record_time(key: str, entry: dict) -> Path:
-    """Merge one notebook's time into ``results/notebook_times.json``, read again just before writing so
-    that runs in parallel processes keep each other's entries."""
+    """Merge one notebook's time into ``results/notebook_times.json``: read, merge and replace under an
+    exclusive ``flock`` on a lock file beside it, so that runs in parallel processes keep each other's
+    entries (a read–write without the lock loses the entry another process wrote in between)."""
+    import fcntl
+
     path = ROOT / "results" / "notebook_times.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    times = json.loads(path.read_text()) if path.exists() else {}
-    times[key] = entry
-    tmp = path.with_name(f".notebook_times.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    with open(path.with_name(".notebook_times.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when the process dies
+        times = json.loads(path.read_text()) if path.exists() else {}
+        times[key] = entry
+        tmp = path.with_name(f".notebook_times.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(times, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
     return path
 
 

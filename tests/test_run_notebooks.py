@@ -103,6 +103,23 @@ def test_the_times_file_keeps_entries_another_process_wrote(tmp_path):
     assert set(json.loads(path.read_text())) == {"a", "b", "c"}
 
 
+def _record_many(root: str, prefix: str, n: int) -> None:
+    rn = load_script("run_notebooks", Path(root))
+    for i in range(n):
+        rn.record_time(f"{prefix}{i}", {"seconds": float(i)})
+
+
+def test_processes_recording_at_once_lose_no_entry(tmp_path):
+    """Two processes merging 40 times each into the one times file at the same moment: all 80 entries
+    are there (the merge is atomic per process, not only per write)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(2) as pool:
+        list(pool.map(_record_many, [str(tmp_path)] * 2, ["a", "b"], [40, 40]))
+    times = json.loads((tmp_path / "results" / "notebook_times.json").read_text())
+    assert set(times) == {f"{p}{i}" for p in "ab" for i in range(40)}
+
+
 def test_kernels_started_at_once_each_talk_over_sockets_of_their_own(tmp_path):
     """Three notebooks executed at once (as test workers do) each get a kernel on Unix sockets in a
     folder of its own: no TCP port to pick and lose to a neighbour, and no socket left behind."""
