@@ -34,6 +34,7 @@ from evokit.cpu_agent.solvers import (
 from evokit.cpu_agent.world import CorpusConfig, Mixture, sample_corpus, world_distribution
 from evokit.plan import Plan, Step, render
 from evokit.rollout import Episode, rollout_group
+from evokit.stats import interval
 
 SEEDS = range(5)
 FORBIDDEN_NAMES = {"catalog_reference", "empirical_reference", "llm_reference", "conditional_reference",
@@ -41,12 +42,10 @@ FORBIDDEN_NAMES = {"catalog_reference", "empirical_reference", "llm_reference", 
 FORBIDDEN_ATTRS = {"prior", "rare_in", "rationale", "log_prior"}
 
 
-def bootstrap_ci(values, n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile bootstrap interval of the mean of ``values``."""
-    v = np.asarray(values, dtype=float)
-    rng = np.random.default_rng(seed)
-    means = rng.choice(v, size=(n, len(v)), replace=True).mean(axis=1)
-    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+def _iv(values, name: str) -> tuple[float, float]:
+    """The 95 % t interval of the mean over units (`evokit.stats.interval`, the project's one interval)."""
+    iv = interval(values, name=name)
+    return iv.lo, iv.hi
 
 
 def rarest(domain: str, n: int, *, common: bool = False) -> list[tuple[str, str]]:
@@ -149,7 +148,7 @@ def test_solvers_from_different_mixtures_fail_in_different_places(tmp_path):
                     for d, ts in tasks.items()}
             gaps[name].append(rate["logs"] - rate["sysadmin"])
     diff = np.array(gaps["A"]) - np.array(gaps["C"])
-    lo, hi = bootstrap_ci(diff)
+    lo, hi = _iv(diff, "A − C gap")
     print(f"logs−sysadmin pass-rate gap: A {np.round(gaps['A'], 3)}, C {np.round(gaps['C'], 3)}; "
           f"A−C {diff.mean():.3f} [{lo:.3f}, {hi:.3f}]")
     assert lo > 0, (gaps, lo, hi)
@@ -223,7 +222,7 @@ def test_harder_tasks_cost_more_turns_with_retries(tmp_path):
                 out[tag] = (np.mean([r.n_turns for r in rs]), np.mean([r.reward for r in rs]))
             rows.append((name, seed, out))
             diffs.append(out["hard"][0] - out["easy"][0])
-    lo, hi = bootstrap_ci(diffs)
+    lo, hi = _iv(diffs, "turns hard − easy")
     print(f"turns hard − easy: {np.mean(diffs):.3f} [{lo:.3f}, {hi:.3f}]; rows {rows}")
     assert lo > 0, rows
     assert np.mean([o["hard"][1] for _, _, o in rows]) < np.mean([o["easy"][1] for _, _, o in rows]), rows
