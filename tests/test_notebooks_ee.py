@@ -215,12 +215,33 @@ def test_difficulty_claim_3_direction(ee_run, request):
 
 
 @pytest.mark.notebooks
+def test_nbval_kernels_bind_unix_sockets_under_the_plugin(monkeypatch):
+    """With the plugin's manager, a kernel nbval starts binds Unix sockets in its own folder (the files
+    are there while it runs), and the folder holds no socket once it has shut down."""
+    import nbval.kernel
+    from nbval_sockets import SocketKernelManager
+
+    monkeypatch.setattr(nbval.kernel, "KernelManager", SocketKernelManager)
+    km, kc = nbval.kernel.start_new_kernel(kernel_name=nbval.kernel.CURRENT_ENV_KERNEL_NAME)
+    folder = Path(km.ip).parent
+    try:
+        assert km.transport == "ipc" and sorted(folder.glob("kernel-*")), list(folder.iterdir())
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert not list(folder.glob("kernel-*"))
+
+
+@pytest.mark.notebooks
 def test_quickstart_nbval(tmp_path):
-    """The stored quickstart runs cell by cell under nbval (lax: no stored outputs to compare)."""
+    """The stored quickstart runs cell by cell under nbval (lax: no stored outputs to compare), its
+    kernel on Unix sockets (``tests/nbval_sockets.py``) like every other notebook kernel here."""
     nb = tmp_path / "00_quickstart.ipynb"
     shutil.copy(ROOT / "notebooks" / "00_quickstart.ipynb", nb)
-    env = {**os.environ, "EVOKIT_ROOT": str(tmp_path), "HARBOR_TELEMETRY": "0", "MPLBACKEND": "Agg"}  # root: tmp
+    env = {**os.environ, "EVOKIT_ROOT": str(tmp_path), "HARBOR_TELEMETRY": "0", "MPLBACKEND": "Agg",  # root: tmp
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "tests"), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "-q", "-p", "no:cacheprovider",
+                           "-p", "nbval_sockets",
                            "--rootdir", str(tmp_path), str(nb)], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
