@@ -112,9 +112,10 @@ def _record_many(root: str, prefix: str, n: int) -> None:
 def test_processes_recording_at_once_lose_no_entry(tmp_path):
     """Two processes merging 40 times each into the one times file at the same moment: all 80 entries
     are there (the merge is atomic per process, not only per write)."""
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(2) as pool:
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:  # no fork of threads
         list(pool.map(_record_many, [str(tmp_path)] * 2, ["a", "b"], [40, 40]))
     times = json.loads((tmp_path / "results" / "notebook_times.json").read_text())
     assert set(times) == {f"{p}{i}" for p in "ab" for i in range(40)}
