@@ -103,22 +103,35 @@ def test_the_times_file_keeps_entries_another_process_wrote(tmp_path):
     assert set(json.loads(path.read_text())) == {"a", "b", "c"}
 
 
-def _record_many(root: str, prefix: str, n: int) -> None:
-    rn = load_script("run_notebooks", Path(root))
-    for i in range(n):
-        rn.record_time(f"{prefix}{i}", {"seconds": float(i)})
+RECORDER = """
+import pathlib, sys, time
+sys.path.insert(0, sys.argv[1])
+from script_support import load_script
+root, prefix = pathlib.Path(sys.argv[2]), sys.argv[3]
+rn = load_script("run_notebooks", root)
+(root / f"ready-{prefix}").touch()
+while not (root / "go").exists():  # both start recording at the same moment
+    time.sleep(0.001)
+for i in range(200):
+    rn.record_time(f"{prefix}{i}", {"seconds": float(i)})
+"""
 
 
 def test_processes_recording_at_once_lose_no_entry(tmp_path):
-    """Two processes merging 40 times each into the one times file at the same moment: all 80 entries
-    are there (the merge is atomic per process, not only per write)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    """Two processes merging 200 times each into the one times file, released at the same moment:
+    all 400 entries are there (the read–merge–write is atomic, not only each write)."""
+    import subprocess
+    import sys
+    import time
 
-    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:  # no fork of threads
-        list(pool.map(_record_many, [str(tmp_path)] * 2, ["a", "b"], [40, 40]))
+    procs = [subprocess.Popen([sys.executable, "-c", RECORDER, str(ROOT / "tests"), str(tmp_path), p]) for p in "ab"]
+    while not all((tmp_path / f"ready-{p}").exists() for p in "ab"):
+        assert all(proc.poll() is None for proc in procs), "a recorder died before it started"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    assert [proc.wait(timeout=120) for proc in procs] == [0, 0]
     times = json.loads((tmp_path / "results" / "notebook_times.json").read_text())
-    assert set(times) == {f"{p}{i}" for p in "ab" for i in range(40)}
+    assert set(times) == {f"{p}{i}" for p in "ab" for i in range(200)}
 
 
 def test_kernels_started_at_once_each_talk_over_sockets_of_their_own(tmp_path):
