@@ -14,15 +14,20 @@ import tempfile
 
 import nbval.kernel
 from jupyter_client.manager import KernelManager
+from script_support import load_script
+
+#: The socket settings every notebook kernel uses, from the one place that defines them.
+kernel_config = load_script("run_notebooks").kernel_config
 
 
 class SocketKernelManager(KernelManager):
-    """A kernel manager on Unix sockets in a temporary folder, removed when the process exits."""
+    """A kernel manager on :func:`kernel_config`'s sockets in a temporary folder, removed when the
+    process exits."""
 
     def __init__(self, **kwargs):
         folder = tempfile.mkdtemp(prefix="evokit-kernel-")
         atexit.register(shutil.rmtree, folder, True)
-        super().__init__(transport="ipc", ip=f"{folder}/kernel", **kwargs)
+        super().__init__(config=kernel_config(folder), **kwargs)
 
 
 def pytest_configure(config) -> None:

@@ -94,15 +94,6 @@ def test_units_runs_only_the_notebooks_that_take_them_and_writes_apart():
     assert rn.run_folder(None, True, None) == "" and rn.run_folder(100, False, 10) == "full/units10/block100"
 
 
-def test_the_times_file_keeps_entries_another_process_wrote(tmp_path):
-    """Two runs in parallel processes each merge into results/notebook_times.json as they finish."""
-    rn = load_script("run_notebooks", tmp_path)
-    path = rn.record_time("a", {"seconds": 1.0})
-    path.write_text(json.dumps({**json.loads(path.read_text()), "b": {"seconds": 2.0}}))  # another process
-    rn.record_time("c", {"seconds": 3.0})
-    assert set(json.loads(path.read_text())) == {"a", "b", "c"}
-
-
 RECORDER = """
 import pathlib, sys, time
 sys.path.insert(0, sys.argv[1])
