@@ -6,14 +6,15 @@ import pytest
 from evokit.studies.methods import methods_summary
 
 
-def evals(runs: int = 10, initial: float = 0.5, ensemble_made: int = 8) -> pd.DataFrame:
-    """Evolution peaks above both baselines in every run; equal budgets of 8 unless the ensemble falls short."""
+def evals(runs: int = 10, initial: float = 0.5, ensemble_made: int = 8, at_zero: dict | None = None) -> pd.DataFrame:
+    """Evolution peaks above both baselines in every run; equal budgets of 8 unless the ensemble falls short;
+    5 admitted seeds a run, none at pass rate 0 on re-measurement except ``at_zero`` ({run: seeds})."""
     rows = []
     for run in range(runs):
         for method, gain in (("evolution", 0.2), ("co-evolution", 0.05), ("ensemble", 0.0)):
             for step, rate in ((0, initial), (10, initial + gain + 0.001 * run), (20, initial + gain / 2)):
                 rows.append({"run": run, "method": method, "steps_trained": step, "benchmark_pass_rate": rate,
-                             "admitted_seeds": 4, "admitted_at_zero": 0, "shared_seeds": 0, "budget": 8,
+                             "admitted_seeds": 5, "admitted_at_zero": (at_zero or {}).get(run, 0), "shared_seeds": 0, "budget": 8,
                              "environments": ensemble_made if method == "ensemble" else 8})
     return pd.DataFrame(rows)
 
@@ -27,8 +28,15 @@ def test_met_preconditions_let_the_intervals_decide():
     ({"runs": 5}, "runs 5, needs ≥ 10"),
     ({"ensemble_made": 6}, "largest budget shortfall of a method (environments) 2, needs = 0"),
     ({"initial": 0.05}, "lowest untrained benchmark pass rate 0.05, needs in [0.1, 0.9]"),
+    ({"at_zero": {0: 4, 1: 4, 2: 3}}, "share of the runs' admitted seeds at pass rate 0 (pooled) 0.22, needs ≤ 0.2"),
 ])
 def test_a_failed_precondition_withholds_claim_6(change, fails):
     s = methods_summary(evals(**change))
     assert fails in s["peak_reproduced"] and s["peak_reproduced"].startswith("no verdict (precondition: ")
     assert fails in s["final_reproduced"]
+
+
+def test_the_admission_precondition_is_pooled_over_the_runs():
+    """Two runs with 3 of 5 seeds at 0 (6 of 50 in all) meet the block's tolerance; the run is reported beside."""
+    s = methods_summary(evals(at_zero={3: 3, 8: 3}))
+    assert s["peak_reproduced"] == "yes" and s["largest_run_share_at_zero"] == 0.6

@@ -53,6 +53,7 @@ from evokit.rows import read_rows
 from evokit.sources import make_source
 from evokit.stats import (
     MIN_UNITS,
+    Precondition,
     combine,
     difference,
     interval,
@@ -257,20 +258,35 @@ def per_run(frame: pd.DataFrame, first: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: docs/preregistration.md, claims 4 and 5: at most this share of a run's admitted seeds at pass rate 0
-#: when re-measured, a window of at least this many steps, EL serving an evolved environment in this
-#: share of runs.
-MAX_AT_ZERO, MIN_WINDOW, MIN_EVOLVED_RUNS = 0.10, 16, 0.8
+#: docs/preregistration.md, claims 4 and 5: at most this share of the block's admitted seeds (pooled over
+#: runs) at pass rate 0 when re-measured, a window of at least this many steps, EL serving an evolved
+#: environment in this share of runs.
+MAX_AT_ZERO, MIN_WINDOW, MIN_EVOLVED_RUNS = 0.20, 16, 0.8
 MIN_FIXED_EVALUATIONS = 2  # claim 5's part (b): a slope of turns on the fixed set needs two evaluations
+
+
+def admission_at_zero(admitted: pd.Series, at_zero: pd.Series) -> tuple[Precondition, float]:
+    """Claims 4–6's admission precondition from one row per run: the share of all the runs' admitted seeds
+    that re-measure at pass rate 0 (pooled, ≤ :data:`MAX_AT_ZERO`), and the largest share of one run's,
+    reported beside and not gating. A run not recorded (NaN) makes both "not measured".
+
+    Pooled, because with 4–5 seeds a run a per-run tolerance means none at 0 anywhere; 0.20 because
+    a seed at the band's lower edge (p = 2/8) re-measures at 0 over 8 rollouts with probability 0.10,
+    and a block of such seeds exceeds 0.20 with probability ≈ 0.01 (docs/preregistration.md, changes
+    log, 2026-12-07). A seed the student never passes is never admitted (admission needs a pass), so
+    this measures how near 0 the admitted seeds sit, not whether they are possible.
+    """
+    pooled = at_zero.sum(skipna=False) / admitted.sum(skipna=False)
+    return (precondition("share of the runs' admitted seeds at pass rate 0 (pooled)", pooled, "≤", MAX_AT_ZERO),
+            float((at_zero / admitted).max(skipna=False)))
 
 
 def preconditions(pr: pd.DataFrame, first_steps: int, min_runs: int = MIN_UNITS) -> dict[str, list]:
     """Claims 4 and 5's preconditions from :func:`per_run` rows (docs/preregistration.md)."""
     runs = pr.drop_duplicates("run")
-    at_zero = (runs.admitted_at_zero / runs.admitted_seeds).max(skipna=False)  # a run not recorded: not measured
     claim4 = [precondition("runs", len(runs), "≥", min_runs),
               precondition("seed tasks shared between runs", runs.shared_seeds.sum(skipna=False), "=", 0),
-              precondition("largest share of a run's admitted seeds at pass rate 0", at_zero, "≤", MAX_AT_ZERO),
+              admission_at_zero(runs.admitted_seeds, runs.admitted_at_zero)[0],
               precondition("comparison window (steps)", first_steps, "≥", MIN_WINDOW)]
     el = pr[pr.curriculum == "el"]
     evolved = float(el.served_evolved.mean()) if len(el) else None
@@ -292,9 +308,11 @@ def curricula_summary(frame: pd.DataFrame, first: int = 50, min_runs: int = MIN_
     by = {name: g.sort_values("run") for name, g in pr.groupby("curriculum")}
     first_steps = int(min(first, frame.step.max() + 1))
     pre = preconditions(pr, first_steps, min_runs)
+    runs = pr.drop_duplicates("run")
     out: dict = {"first_steps": first_steps, "runs": sorted(pr.run.unique().tolist()),
                  "per_run": pr.to_dict("records"), "curricula": {},
-                 "preconditions": {c: [p.as_dict() for p in ps] for c, ps in pre.items()}}
+                 "preconditions": {c: [p.as_dict() for p in ps] for c, ps in pre.items()},
+                 "largest_run_share_at_zero": admission_at_zero(runs.admitted_seeds, runs.admitted_at_zero)[1]}
     for name, g in by.items():
         out["curricula"][name] = {col: interval(g[col], name=f"{name} {col}").as_dict() for col in (
             "partially_solved_share", "dead_group_share", "mean_reward", "reward_slope", "turns_slope",

@@ -59,7 +59,7 @@ from evokit.rollout import write_rows
 from evokit.rows import read_rows
 from evokit.sources import make_source
 from evokit.stats import MIN_UNITS, difference, interval, precondition, withheld
-from evokit.studies.curricula import MAX_AT_ZERO, admission_columns, train_config
+from evokit.studies.curricula import admission_at_zero, admission_columns, train_config
 from evokit.studies.folder import check_study
 from evokit.studies.warm_start import (
     EEStudy,
@@ -215,14 +215,20 @@ def preconditions(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> list:
     runs = evals.drop_duplicates("run")
     initial = evals[evals.steps_trained == 0].groupby("run").benchmark_pass_rate.first()
     short = (col("environments") - col("budget")).abs()
-    at_zero = (col("admitted_at_zero") / col("admitted_seeds")).max(skipna=False)
     return [precondition("runs", len(runs), "≥", min_runs),
             precondition("largest budget shortfall of a method (environments)", short.max(skipna=False), "=", 0),
             precondition("lowest untrained benchmark pass rate", initial.min(), "in", UNTRAINED_RANGE),
             precondition("highest untrained benchmark pass rate", initial.max(), "in", UNTRAINED_RANGE),
             precondition("seed tasks shared between runs",
                          col("shared_seeds").groupby(evals.run).first().sum(skipna=False), "=", 0),
-            precondition("largest share of a run's admitted seeds at pass rate 0", at_zero, "≤", MAX_AT_ZERO)]
+            _admission(evals)[0]]
+
+
+def _admission(evals: pd.DataFrame) -> tuple:
+    """The admission precondition and the largest share of one run's seeds at 0 (:func:`admission_at_zero`)."""
+    nan = pd.Series(float("nan"), index=evals.index)
+    first = {c: (evals[c] if c in evals else nan).groupby(evals.run).first() for c in ("admitted_seeds", "admitted_at_zero")}
+    return admission_at_zero(first["admitted_seeds"], first["admitted_at_zero"])
 
 
 def methods_summary(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> dict:
@@ -238,7 +244,7 @@ def methods_summary(evals: pd.DataFrame, min_runs: int = MIN_UNITS) -> dict:
     initial = evals[evals.steps_trained == 0].groupby("run").benchmark_pass_rate.first()
     pre = preconditions(evals, min_runs)
     out: dict = {"initial": interval(initial, name="initial").as_dict(), "runs": sorted(initial.index.tolist()),
-                 "preconditions": [p.as_dict() for p in pre]}
+                 "preconditions": [p.as_dict() for p in pre], "largest_run_share_at_zero": _admission(evals)[1]}
     methods = sorted(trained.method.unique(), key=lambda m: METHODS.index(m))
     for what, s in per.items():
         ivs = {m: interval(s[m].sort_index(), name=f"{m} {what}") for m in methods}

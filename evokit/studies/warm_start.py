@@ -22,10 +22,12 @@ What EE's curricula and method studies share, and how it departs from EE (stated
   docs/preregistration.md, "Seed admission"): each run makes its own candidates (``candidate_steps``
   steps, balanced over domains: 13 domains × 3 lengths × ``candidate_rounds``, drawn with the
   run's seed in ``run-<s>/seed_pool``), measures them with its own student at its training
-  temperature over 8 rollouts, and admits those in ``seed_band`` (1/8 ≤ p̂ ≤ 4/8), the longest
-  plan first, then the most turns on successful trajectories. EE keeps seeds a frontier model
-  passes ≤ 4/8; the lower bound is evokit's: a seed the student never passes gives only all-fail
-  groups, which EL cannot leave, and a pass rate of 0 cannot fall. Ranking by turns over all
+  temperature over 8 rollouts, and admits those in ``seed_band`` (:data:`STUDENT_BAND`,
+  2/8 ≤ p̂ ≤ 4/8), the longest plan first, then the most turns on successful trajectories. EE keeps
+  seeds a frontier model passes ≤ 4/8; the lower bound is evokit's: a seed the student never passes
+  gives only all-fail groups, which EL cannot leave, and a pass rate of 0 cannot fall. It is 2/8,
+  not 1/8, because a seed admitted on a single pass of 8 re-measured at 0 about half the time
+  (32 of 68 over three blocks; 8 of 82 from 2/8: docs/preregistration.md, changes log). Ranking by turns over all
   rollouts (failures included) would rank by failure. A seed admitted in an earlier run (same
   content) is not admitted again, so runs are independent units. The admitted seeds are measured
   again on rollouts of their own seeds (``run-<s>/seed_admission.json``), so that a seed admitted by
@@ -61,9 +63,14 @@ from evokit.cpu_agent.solvers import (
 from evokit.evolve import EvolveConfig, evolve
 from evokit.lineage import LineageStore
 from evokit.rollout import rollout_workers
-from evokit.seeds import SeedBand, admit_seeds, make_seeds, measure_seeds
+from evokit.seeds import SEED_ROLLOUTS, SeedBand, admit_seeds, make_seeds, measure_seeds
 
 N_DOMAINS = 13  # the catalog's scenario domains: candidates cover each at each length once
+
+
+#: Claims 4–6's admission band on the run's own student (docs/preregistration.md, "Seed admission"):
+#: from 2/8, where the population's band for claims 1–3 starts at 1/8 (:class:`evokit.seeds.SeedBand`).
+STUDENT_BAND = SeedBand(lo=2 / SEED_ROLLOUTS)
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,7 @@ class EEStudy:
     attempts: int = 3  # techniques a learner may try per step, reading its results (turns depend on difficulty)
     learner: str = "A"  # the student: this population member, reseeded per run (evokit.cpu_agent.solvers.SOLVERS)
     temperature: float = 4.0  # the student's sampling temperature in rollouts (EE: 1.0; ours, see the docstring)
-    seed_band: SeedBand = SeedBand()  # admitted: the run's student passes a seed within the band (EE: ≤ 4/8)
+    seed_band: SeedBand = STUDENT_BAND  # admitted: the run's student passes a seed within the band (EE: ≤ 4/8)
     candidate_steps: tuple[int, int] = (1, 3)  # plan lengths of the candidate seeds
     candidate_rounds: int = 1  # candidates per run: 13 domains × lengths × rounds
     max_candidate_rounds: int = 4  # more rounds, one at a time, while a run admits fewer than n_lineages
