@@ -12,7 +12,8 @@ written. ``out/seeds.jsonl`` indexes them.
 EE then keeps only hard seeds: a frontier model passes a kept seed at most 4 of 8 times (and it
 needs ≥ 30 turns). evokit admits a seed by a band on the model whose pass rate a claim reads,
 1/8 ≤ p̂ ≤ 4/8 (:class:`SeedBand`, :func:`admit_seeds`): EE's upper bound, and a lower bound for
-measurability (docs/preregistration.md, "Seed admission"). :func:`measure_seeds` measures
+measurability (docs/preregistration.md, "Seed admission"); the training studies' band on their own
+student starts at 2/8 (:data:`evokit.studies.warm_start.STUDENT_BAND`). :func:`measure_seeds` measures
 candidates with a data-pretrained :mod:`evokit.cpu_agent.solvers` member.
 """
 
