@@ -34,15 +34,15 @@ WITHHELD = "withheld at smoke size: 5 units, a verdict needs ≥ 10 (evokit.stat
 GENENV_PRE = ("withheld at smoke size: seeds 5, needs ≥ 10; highest base success on the initial simulator "
               "0.675, needs < 0.4; a seed's learning arm kept no batch in the first third of epochs")
 KNOWN = {**{(claim, 100): WITHHELD for claim in ("claim4", "claim5", "claim6", "claim7", "claim8", "claim9")},
-         ("claim4", 0): "withheld at smoke size: runs 5, needs ≥ 10; largest share of a run's admitted seeds at "
-                        "pass rate 0 0.75, needs ≤ 0.1. Intervals: share EL − random +0.225 [+0.053, +0.397], "
-                        "reward slope EL −0.0133 [−0.0300, +0.0035], random −0.0031 [−0.0118, +0.0056]",
-         ("claim5", 0): "withheld at smoke size: runs 5, needs ≥ 10; largest share of a run's admitted seeds at "
-                        "pass rate 0 0.75, needs ≤ 0.1; fewest fixed-set evaluations in an EL run 0 (evaluated "
-                        "from 10 runs on), needs ≥ 2. Interval: EL's turns slope +0.140 [−0.000, +0.279] per step",
-         ("claim6", 0): "withheld at smoke size: runs 5, needs ≥ 10; largest share of a run's admitted seeds at "
-                        "pass rate 0 0.6, needs ≤ 0.1. Peak, paired over runs: evolution − co-evolution +0.010 "
-                        "[−0.056, +0.076] (MDE 0.088), evolution − ensemble −0.005 [−0.074, +0.064] (MDE 0.092)",
+         ("claim4", 0): "withheld at smoke size: runs 5, needs ≥ 10 (admitted seeds at pass rate 0: 0.15 pooled, "
+                        "met). Intervals: share EL − random +0.181 [−0.046, +0.408], reward slope EL −0.0185 "
+                        "[−0.0363, −0.0007], random −0.0042 [−0.0104, +0.0020]",
+         ("claim5", 0): "withheld at smoke size: runs 5, needs ≥ 10; fewest fixed-set evaluations in an EL run 0 "
+                        "(evaluated from 10 runs on), needs ≥ 2. Interval: EL's turns slope +0.144 [−0.048, +0.335] "
+                        "per step",
+         ("claim6", 0): "withheld at smoke size: runs 5, needs ≥ 10 (admitted seeds at pass rate 0: 0.16 pooled, "
+                        "met). Peak, paired over runs: evolution − co-evolution +0.021 [−0.041, +0.082] (MDE 0.082), "
+                        "evolution − ensemble +0.005 [−0.056, +0.066] (MDE 0.082)",
          ("claim7", 0): f"{GENENV_PRE}. Parts: learning success over the last third 0.33 [0.22, 0.43], "
                         "1 of 5 seeds in [0.4, 0.6] (needs 4)",
          ("claim8", 0): f"{GENENV_PRE}. Learning − random: fully solved per batch +0.02 [−0.37, +0.40], "
