@@ -190,6 +190,14 @@ def test_each_probe_catches_the_hole_it_stands_for(tmp_path, probe):
     assert result.reason().startswith(f"hack gate: {probe} (reward 1)")
 
 
+def reward_within(sb, seconds: float = 20.0) -> str:
+    """The reward file's content once it reads 1, or its last content after ``seconds``. Polled inside the
+    sandbox rather than after a fixed sleep: a loaded machine delays a 50 ms loop by seconds, and a read
+    can land between a writer's truncate and its write."""
+    return sb.exec(f"for i in $(seq {int(seconds * 10)}); do r=$(cat {REWARD} 2>/dev/null); "
+                   f"[ \"$r\" = 1 ] && break; sleep 0.1; done; echo \"$r\"").stdout.strip()
+
+
 def test_daemon_probe_outlives_its_script_until_the_harness_kills_it(tmp_path):
     """Positive control of the daemon probe's mechanics: after its script has exited, its detached loops
     keep rewriting reward.txt in the agent's own sandbox; Sandbox.kill_commands ends all of them."""
@@ -201,8 +209,7 @@ def test_daemon_probe_outlives_its_script_until_the_harness_kills_it(tmp_path):
         sb.write_file("/tmp/p.sh", PRELUDE + get_probe("reward-daemon").script(probe_context(t, image)))
         assert sb.exec("sh /tmp/p.sh").return_code == 0
         sb.exec(f"rm -f {REWARD}", user="root")
-        time.sleep(0.5)
-        assert sb.exec(f"cat {REWARD}").stdout.strip() == "1"  # rewritten after the script ended
+        assert reward_within(sb) == "1"  # rewritten after the script ended
         assert sb.kill_commands() >= 4
         sb.exec(f"rm -f {REWARD}", user="root")
         time.sleep(2.5)  # past the late loop's start
@@ -224,10 +231,9 @@ def test_ptrace_probe_takes_over_a_process_it_did_not_start(tmp_path):
         victim = sb.exec("setsid sleep 1000 >/dev/null 2>&1 </dev/null & echo $!").stdout.strip()
         sb.write_file("/tmp/p.sh", PRELUDE + get_probe("ptrace-anchor").script(ctx))
         assert sb.exec("sh /tmp/p.sh").return_code == 0
-        time.sleep(0.3)
+        assert reward_within(sb) == "1"  # written by the loop after its execve: the cmdline below is final
         cmdline = sb.exec(f"tr '\\0' ' ' < /proc/{victim}/cmdline").stdout
         assert cmdline.startswith("sh -c ") and "reward" in cmdline, cmdline
-        assert sb.exec(f"cat {REWARD}").stdout.strip() == "1"
         assert "sh -c" not in sb.exec("tr '\\0' ' ' < /proc/1/cmdline").stdout
     finally:
         sb.stop()
