@@ -454,19 +454,20 @@ def test_vs_random_and_data_efficiency_verdicts():
     assert data_efficiency_summary(pd.DataFrame(rows), frame)["reproduced"] == "no"
 
 
-def test_the_base_agent_starts_below_alpha_on_the_initial_simulator_and_above_it_on_p_t(tmp_path):
-    """GenEnv's starting condition (docs/preregistration.md, claim 7): on the studies' initial simulator
-    (rare-pair-weighted, up to 8 steps) a seed's base agent succeeds below α; on p_T's own plans (tilt 0,
-    up to 5 steps) it succeeds above α, where the α-curriculum could only make tasks harder."""
-    from dataclasses import replace
-
+def test_the_base_agent_starts_below_alpha_on_its_initial_simulator_and_above_it_on_p_t(tmp_path):
+    """GenEnv's starting condition (docs/preregistration.md, claim 7): on the initial simulator the rule
+    chooses for a seed, its base agent succeeds below α on the precondition's own plans; on p_T's own
+    plans (tilt 0, up to 5 steps) it succeeds above α, where the α-curriculum could only make tasks harder."""
+    from evokit.genenv import GenEnvConfig
     from evokit.reference import GENENV_ALPHA
-    from evokit.studies.genenv import SMOKE, base_solver, base_success, initial_simulator
+    from evokit.studies.genenv import SMOKE, base_solver
+    from evokit.studies.genenv_start import base_success, choose_start, initial_simulator
 
     policy = base_solver(tmp_path, 0, SMOKE.corpus_size)
-    start = base_success(policy, initial_simulator(SMOKE, 0), 32, 0)
-    at_p_t = base_success(policy, initial_simulator(replace(SMOKE, init_tilt=0.0, max_len=5), 0), 32, 0)
-    assert start < GENENV_ALPHA < at_p_t, (start, at_p_t)
+    start = choose_start(policy, 0, GenEnvConfig())
+    below = base_success(policy, initial_simulator(start.config(GenEnvConfig()), 0), 32, 0)
+    at_p_t = base_success(policy, initial_simulator(GenEnvConfig(init_tilt=0.0, max_len=5), 0), 32, 0)
+    assert below < GENENV_ALPHA < at_p_t, (below, at_p_t)
 
 
 def test_the_registered_size_has_the_registered_batches_and_benchmark_rollouts():

@@ -22,15 +22,17 @@ as GenEnv starts from a base model; its logits contain no log p_T. D_T is only r
 13.8 % of the simulator's first tasks, below α, and the α-curriculum raises it into the zone. A
 simulator initialised at p_T generates the agent's own training distribution (the agent succeeds
 on ≈ 0.75 of it, above α, where moving towards α means *harder* tasks and claim 8's sign cannot
-be reached). So the simulator starts from rare-pair-weighted plans, ∝ p_T^(1 − ``init_tilt``),
-up to ``max_len`` steps (:func:`evokit.genenv.simulator.init_simulator`), chosen on the pilot
-block by the preregistered rule, and every seed's base success on that initial simulator
-(:func:`base_success`) is a precondition checked before any claim: below the zone's lower edge.
+be reached). So each seed's simulator starts from rarer, longer plans chosen for that seed's base
+agent by the registered rule (:mod:`evokit.studies.genenv_start`): seeds are drawn in order from
+``first_seed`` until ``seeds`` of them have a start, and the ones passed over are reported beside
+the claims (:func:`starts`). Every unit's base success at its start, on plans of another stream
+(:func:`~evokit.studies.genenv_start.base_success`), is a precondition checked before any claim:
+below the zone's lower edge.
 
 With ``benchmark=True`` each seed's untrained solver and each arm's final agent are scored on the
 independent held-out benchmark (:mod:`evokit.benchmark`, never trained on, checked disjoint from
 every arm's tasks). Rows: ``seed<s>/<arm>/`` (the training runs: ``steps.jsonl``, pools),
-``seed<s>/solver.pt``, ``benchmark_scores.jsonl``; frames and across-seed summaries below
+``seed<s>/solver.pt``, ``seed<s>/start.json`` (every seed drawn), ``seed<s>/base_success.json``, ``benchmark_scores.jsonl``; frames and across-seed summaries below
 (intervals from :mod:`evokit.stats`).
 """
 
@@ -39,34 +41,37 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 
 from evokit import genenv
 from evokit.benchmark import BENCHMARK, DETECTABLE, REGISTERED_ROLLOUTS, benchmark_tasks
-from evokit.cpu_agent.policy import SkillPolicy, evaluate, step_goals
+from evokit.cpu_agent.policy import SkillPolicy, evaluate
 from evokit.cpu_agent.solvers import CORPUS_SIZE, saved_policy, world_solver
 from evokit.genenv import GenEnvConfig, GenEnvSource
-from evokit.genenv.simulator import Simulator, init_simulator, sample_plans
 from evokit.grpo import dead_group_probability
-from evokit.plan import compose
 from evokit.reference import GENENV_ZONE
 from evokit.rollout import rollout_workers
 from evokit.rows import append_rows, read_rows
 from evokit.stats import MIN_UNITS, Interval, difference, interval, precondition, verdict, withheld
 from evokit.studies.folder import check_study
+from evokit.studies.genenv_start import (
+    Start,
+    StartRule,
+    base_success,
+    choose_start,
+    initial_simulator,
+    read_start,
+    write_start,
+)
 from evokit.train import TrainConfig, final_policy, train
 
 ARMS = ("learning", "random", "static")
 ARM_LABELS = {"learning": "GenEnv", "random": "random simulator", "static": "static augmentation"}
 BENCH_EVAL_STREAM = 9_100  # the benchmark evaluation's rollout seeds: seed·1000 + this (same for every arm)
-BASE_STREAM = 9_200  # the plans the base agent's success is measured on: their own generator key
-#: The starting condition, by docs/preregistration.md's rule on pilot block 900 (scripts/genenv_start.py).
-INIT_TILT, INIT_MAX_LEN = 3.0, 8
 
 
 # ============================================================================ the study
@@ -77,7 +82,8 @@ class GenEnvStudy:
     An epoch is ``batches_per_epoch`` batches of ``tasks_per_batch`` tasks, each tried ``rollouts``
     times (the GRPO group), so p̂ of a batch is over ``tasks_per_batch × rollouts`` rollouts.
     ``arms`` and ``benchmark`` only add runs and rows, so notebooks with other ``arms`` may share a
-    folder; every other field must match (:func:`evokit.studies.folder.check_study`).
+    folder; every other field must match (:func:`evokit.studies.folder.check_study`). ``seeds`` is the
+    number of units; the seeds drawn to reach it depend on ``start`` (:func:`starts`).
     """
 
     seeds: int = 5
@@ -90,9 +96,8 @@ class GenEnvStudy:
     static_share: float = 0.5  # static augmentation's fixed tasks, as a share of the tasks the loop serves
     corpus_size: int = CORPUS_SIZE  # solved steps the base solver is pretrained on
     benchmark_rollouts: int = 1  # rollouts per benchmark task
-    init_tilt: float = INIT_TILT  # the initial simulator ∝ p_T^(1 − tilt): the starting condition (module docstring)
-    max_len: int = INIT_MAX_LEN  # longest generated plan (≥ 6, longer than the seeds' 5): with init_tilt the starting condition
-    base_tasks: int = 64  # plans of the initial simulator the base agent's success is measured on
+    start: StartRule = field(default_factory=StartRule)  # each seed's initial simulator (evokit.studies.genenv_start)
+    base_tasks: int = 64  # plans of the initial simulator claim 7's precondition is measured on
     arms: tuple[str, ...] = ("learning", "random")
     benchmark: bool = False
 
@@ -102,8 +107,9 @@ class GenEnvStudy:
             raise ValueError(f"GenEnvStudy: arms from {ARMS}, seeds ≥ 1, epochs ≥ 1, 0 < static_share ≤ 1; got {self}")
 
     @property
-    def seed_list(self) -> list[int]:
-        return list(range(self.first_seed, self.first_seed + self.seeds))
+    def candidates(self) -> list[int]:
+        """The seeds a block may draw, in order: ``seeds`` of them, then up to ``start.passed_over`` more."""
+        return list(range(self.first_seed, self.first_seed + self.seeds + self.start.passed_over))
 
     @property
     def tasks_per_epoch(self) -> int:
@@ -135,56 +141,63 @@ def base_solver(out: Path, seed: int, corpus_size: int) -> SkillPolicy:
     return saved_policy(out / "solver.pt", world_solver(seed, corpus_size))
 
 
-def arm_config(study: GenEnvStudy, arm: str) -> GenEnvConfig:
-    """The environment side of ``arm`` (module docstring)."""
+def arm_config(study: GenEnvStudy, arm: str, start: Start) -> GenEnvConfig:
+    """The environment side of ``arm`` (module docstring) for the seed of ``start``."""
     static = max(study.tasks_per_batch, round(study.static_share * study.epochs * study.tasks_per_epoch))
-    return GenEnvConfig(tasks_per_batch=study.tasks_per_batch, learning=arm == "learning", replay=study.replay,
-                        static_pool=static if arm == "static" else 0, max_len=study.max_len,
-                        init_tilt=study.init_tilt)
+    return start.config(GenEnvConfig(tasks_per_batch=study.tasks_per_batch, learning=arm == "learning",
+                                     replay=study.replay, static_pool=static if arm == "static" else 0))
 
 
-def initial_simulator(study: GenEnvStudy, seed: int) -> Simulator:
-    """The simulator every arm of seed ``seed`` starts from (:class:`evokit.genenv.GenEnvSource`'s ``init``)."""
-    c = arm_config(study, "learning")
-    return init_simulator(min_len=c.min_len, max_len=c.max_len, render_seed=seed, contexts=c.contexts,
-                          tilt=c.init_tilt)
+def starts(results_dir: str | Path, study: GenEnvStudy) -> list[Start]:
+    """Every seed the block draws, in order, with its start: :attr:`GenEnvStudy.candidates` until ``seeds``
+    of them qualify (fewer if the candidates run out; claim 7's precondition on units then withholds).
 
-
-@torch.no_grad()
-def base_success(policy: SkillPolicy, sim: Simulator, n: int, seed: int) -> float:
-    """The base agent's expected success on ``n`` plans of ``sim``: the mean over plans of ∏_t π(κ_t | σ_t, g_t).
-
-    The agent acts with one technique per step (the loop's ``attempts`` = 1) and a step's tests
-    pass only on its own technique's result, so a rollout succeeds with exactly that probability:
-    the expectation replaces rollouts (no rollout noise; a deviation from the registered 4
-    rollouts per task, stated in docs/preregistration.md). Plans in their own stream (``seed``,
-    :data:`BASE_STREAM`), apart from every arm's.
+    A seed's start is chosen once, before any of its arms trains, and recorded in ``seed<s>/start.json``
+    (:func:`evokit.studies.genenv_start.choose_start`); a later call reads it.
     """
-    plans = sample_plans(sim, sorted(sim.contexts)[0], n, np.random.default_rng([seed, BASE_STREAM]))
-    total = 0.0
-    for plan in plans:
-        goals = step_goals(compose(plan, sim.render_seed).instruction, len(plan))
-        total += math.exp(sum(policy.skill_logprob(st.skill, st.scenario, g)
-                              for st, g in zip(plan.steps, goals, strict=True)))
-    return total / n
+    out, drawn = Path(results_dir), []
+    for seed in study.candidates:
+        if sum(s.qualifies for s in drawn) == study.seeds:
+            break
+        start = read_start(out / f"seed{seed}")
+        if start is None:
+            init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
+            start = choose_start(init, seed, GenEnvConfig(), study.start)
+            write_start(out / f"seed{seed}", start)
+        drawn.append(start)
+    return drawn
+
+
+def units(results_dir: str | Path, study: GenEnvStudy) -> list[int]:
+    """The seeds that are the study's units: those drawn with a start (:func:`starts`)."""
+    return [s.seed for s in starts(results_dir, study) if s.qualifies]
+
+
+def start_success(results_dir: str | Path, study: GenEnvStudy, start: Start) -> float:
+    """A unit's base success at its start on :attr:`GenEnvStudy.base_tasks` plans of the precondition's own
+    stream (claim 7), measured once and recorded in ``seed<s>/base_success.json``."""
+    path = Path(results_dir) / f"seed{start.seed}" / "base_success.json"
+    if not path.exists():
+        init = base_solver(path.parent, start.seed, study.corpus_size)
+        sim = initial_simulator(arm_config(study, "learning", start), start.seed)
+        path.write_text(json.dumps({"success": base_success(init, sim, study.base_tasks, start.seed),
+                                    "tasks": study.base_tasks, "init_tilt": start.init_tilt,
+                                    "max_len": start.max_len}))
+    return json.loads(path.read_text())["success"]
 
 
 def genenv_study(results_dir: str | Path, study: GenEnvStudy = SMOKE, *, workers: int = 2) -> Path:
-    """Run (or resume) every seed × arm of ``study``, then, with ``benchmark``, the benchmark scores."""
+    """Run (or resume) every unit × arm of ``study``, then, with ``benchmark``, the benchmark scores."""
     out = Path(results_dir)
     check_study(out, study.key())
-    for seed in study.seed_list:
+    for start in (s for s in starts(out, study) if s.qualifies):
+        seed = start.seed
         init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
-        base = out / f"seed{seed}" / "base_success.json"
-        if not base.exists():  # the starting condition, measured before any arm trains
-            base.write_text(json.dumps({"success": base_success(init, initial_simulator(study, seed),
-                                                                study.base_tasks, seed),
-                                        "tasks": study.base_tasks, "init_tilt": study.init_tilt,
-                                        "max_len": study.max_len}))
+        start_success(out, study, start)  # claim 7's precondition, measured before any arm trains
         for arm in study.arms:
             cfg = TrainConfig(steps=study.epochs, tasks_per_step=study.tasks_per_epoch, group_size=study.rollouts,
                               seed=seed, workers=rollout_workers(workers), eval_every=0)
-            train(GenEnvSource(arm_config(study, arm)), init.config, out / f"seed{seed}" / arm, cfg,
+            train(GenEnvSource(arm_config(study, arm, start)), init.config, out / f"seed{seed}" / arm, cfg,
                   init_policy=init, progress=False)
     if study.benchmark:
         _score_benchmark(out, study, workers)
@@ -192,12 +205,13 @@ def genenv_study(results_dir: str | Path, study: GenEnvStudy = SMOKE, *, workers
 
 
 def _score_benchmark(out: Path, study: GenEnvStudy, workers: int) -> None:
+    seeds = units(out, study)
     trained = {f"seed{s}/{a}": sorted((out / f"seed{s}" / a / "tasks").iterdir())
-               for s in study.seed_list for a in study.arms}
+               for s in seeds for a in study.arms}
     bench = benchmark_tasks(out / "benchmark", BENCHMARK, disjoint_from=trained, workers=workers)
     rows_path = out / "benchmark_scores.jsonl"
     done = {(r["seed"], r["arm"]) for r in read_rows(rows_path)}
-    for seed in study.seed_list:
+    for seed in seeds:
         init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
         for arm in ("untrained", *study.arms):
             if (seed, arm) in done:
