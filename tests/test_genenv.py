@@ -464,7 +464,7 @@ def test_the_base_agent_starts_below_alpha_on_its_initial_simulator_and_above_it
     from evokit.studies.genenv_start import base_success, choose_start, initial_simulator
 
     policy = base_solver(tmp_path, 0, SMOKE.corpus_size)
-    start = choose_start(policy, 0, GenEnvConfig())
+    start = choose_start(policy, 0, GenEnvConfig(), SMOKE.start)
     below = base_success(policy, initial_simulator(start.config(GenEnvConfig()), 0), 32, 0)
     at_p_t = base_success(policy, initial_simulator(GenEnvConfig(init_tilt=0.0, max_len=5), 0), 32, 0)
     assert below < GENENV_ALPHA < at_p_t, (below, at_p_t)

@@ -97,7 +97,7 @@ class GenEnvStudy:
     corpus_size: int = CORPUS_SIZE  # solved steps the base solver is pretrained on
     benchmark_rollouts: int = 1  # rollouts per benchmark task
     start: StartRule = field(default_factory=StartRule)  # each seed's initial simulator (evokit.studies.genenv_start)
-    base_tasks: int = 64  # plans of the initial simulator claim 7's precondition is measured on
+    base_tasks: int = 128  # plans of the initial simulator claim 7's precondition is measured on
     arms: tuple[str, ...] = ("learning", "random")
     benchmark: bool = False
 
@@ -120,10 +120,11 @@ class GenEnvStudy:
         return {"study": "genenv", **{k: v for k, v in asdict(self).items() if k not in ("arms", "benchmark")}}
 
 
-#: Smoke sizes (make check: 5 seeds, small batches), the registered smoke-scale design (10 seeds,
-#: batches of 4 × 4 so p̂ takes three values in |p̂ − α| ≤ 0.1, 8 benchmark rollouts per task:
-#: docs/preregistration.md, claims 7 and 9), and the paper's epochs and batches (64 tasks as 16 × 4).
-SMOKE = GenEnvStudy()
+#: Smoke sizes (make check: 5 seeds, small batches, a choosing walk on 32 plans), the registered
+#: smoke-scale design (10 seeds, batches of 4 × 4 so p̂ takes three values in |p̂ − α| ≤ 0.1, 8 benchmark
+#: rollouts per task, the registered start: docs/preregistration.md, claims 7 and 9), and the paper's
+#: epochs and batches (64 tasks as 16 × 4).
+SMOKE = GenEnvStudy(start=StartRule(tasks=32))
 REGISTERED = GenEnvStudy(seeds=10, tasks_per_batch=4, rollouts=4, benchmark_rollouts=REGISTERED_ROLLOUTS)
 FULL = GenEnvStudy(seeds=10, epochs=10, batches_per_epoch=16, tasks_per_batch=4, rollouts=4,
                    benchmark_rollouts=REGISTERED_ROLLOUTS)
