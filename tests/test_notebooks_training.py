@@ -31,8 +31,8 @@ pytestmark = pytest.mark.notebooks
 #: every claim here has 5 units and evokit.stats.MIN_UNITS asks 10 before a verdict, so claims 4–9
 #: are withheld on every block; block 0's entries also name the interval the verdict would read.
 WITHHELD = "withheld at smoke size: 5 units, a verdict needs ≥ 10 (evokit.stats.MIN_UNITS)"
-GENENV_PRE = ("withheld at smoke size: seeds 5, needs ≥ 10; highest base success on the initial simulator "
-              "0.675, needs < 0.4; a seed's learning arm kept no batch in the first third of epochs")
+GENENV_PRE = ("withheld at smoke size: seeds 5, needs ≥ 10 (seed 1 passed over: no start in the band; highest "
+              "base success of a unit 0.341, met); a seed's learning arm kept no batch in the first third of epochs")
 KNOWN = {**{(claim, 100): WITHHELD for claim in ("claim4", "claim5", "claim6", "claim7", "claim8", "claim9")},
          ("claim4", 0): "withheld at smoke size: runs 5, needs ≥ 10 (admitted seeds at pass rate 0: 0.15 pooled, "
                         "met). Intervals: share EL − random +0.181 [−0.046, +0.408], reward slope EL −0.0185 "
@@ -43,12 +43,12 @@ KNOWN = {**{(claim, 100): WITHHELD for claim in ("claim4", "claim5", "claim6", "
          ("claim6", 0): "withheld at smoke size: runs 5, needs ≥ 10 (admitted seeds at pass rate 0: 0.16 pooled, "
                         "met). Peak, paired over runs: evolution − co-evolution +0.021 [−0.041, +0.082] (MDE 0.082), "
                         "evolution − ensemble +0.005 [−0.056, +0.066] (MDE 0.082)",
-         ("claim7", 0): f"{GENENV_PRE}. Parts: learning success over the last third 0.33 [0.22, 0.43], "
-                        "1 of 5 seeds in [0.4, 0.6] (needs 4)",
-         ("claim8", 0): f"{GENENV_PRE}. Learning − random: fully solved per batch +0.02 [−0.37, +0.40], "
-                        "unsolved −0.08 [−0.53, +0.37]: both cross 0",
-         ("claim9", 0): f"{GENENV_PRE}. GenEnv − static −0.051 [−0.132, +0.030], − random −0.005 "
-                        "[−0.040, +0.030], − untrained −0.036 [−0.079, +0.007]: all cross 0"}
+         ("claim7", 0): f"{GENENV_PRE}. Parts: learning success over the last third 0.40 [0.35, 0.45], "
+                        "2 of 5 seeds in [0.4, 0.6] (needs 4)",
+         ("claim8", 0): f"{GENENV_PRE}. Learning − random: fully solved per batch +0.12 [+0.02, +0.21], "
+                        "unsolved −0.07 [−0.20, +0.07]: unsolved crosses 0",
+         ("claim9", 0): f"{GENENV_PRE}. GenEnv − static −0.046 [−0.111, +0.019], − random +0.005 "
+                        "[−0.030, +0.040], − untrained −0.031 [−0.066, +0.004]: all cross 0"}
 
 
 @pytest.fixture(scope="module", params=BLOCKS)
@@ -61,6 +61,17 @@ def training(request, tmp_path_factory):
 
 def genenv(training, name: str) -> dict:
     return training(name, study_dir=str(training.base / "genenv_study"))
+
+
+def starts_follow_the_rule(s: dict) -> None:
+    """The units are the seeds drawn with a start, their choosing success inside the recorded band; every
+    seed drawn is a unit or passed over, and the block drew in order (evokit.studies.genenv.starts)."""
+    st, study = s["starts"], s["study"]
+    band = study["start"]["band"]
+    assert len(st["units"]) == study["seeds"], st
+    assert all(band[0] <= u["choosing_success"] <= band[1] for u in st["units"].values()), st
+    assert sorted(int(k) for k in [*st["units"], *st["passed_over"]]) == st["drawn"] == list(
+        range(study["first_seed"], study["first_seed"] + len(st["drawn"])))
 
 
 def curricula(training, name: str) -> dict:
@@ -83,6 +94,7 @@ def test_genenv_alpha_consistent(training):
     """Claim 7's parts recomputed from the per-seed success and the length-change interval; the verdict
     withheld iff a precondition failed, else "yes" iff every part holds."""
     s = genenv(training, "genenv_alpha")
+    starts_follow_the_rule(s)
     lo, hi = s["zone"]
     for arm in ("learning", "random"):
         a = s[arm]
@@ -119,6 +131,7 @@ def test_genenv_vs_random_consistent(training):
     fully solved and fewer unsolved, "no" for either on the other side, else "tie"; withheld iff a
     precondition failed."""
     s = genenv(training, "genenv_vs_random")
+    starts_follow_the_rule(s)
     for col in ("fully_solved_per_batch", "unsolved_per_batch"):
         d = s[col]["difference"]
         interval_ok(d)
@@ -145,6 +158,7 @@ def test_genenv_data_efficiency_consistent(training):
     """Claim 9's signs recomputed from the paired differences GenEnv − each other arm (5 seeds, the same
     benchmark rollout seeds in every arm); withheld iff a precondition failed."""
     s = genenv(training, "genenv_data_efficiency")
+    starts_follow_the_rule(s)
     assert set(s["score"]) == {"learning", "random", "static", "untrained"} and s["benchmark_tasks"] == 39
     for iv in s["score"].values():
         interval_ok(iv)
