@@ -46,6 +46,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm  # a widget in Jupyter, text in a terminal
 
 from evokit import genenv
 from evokit.benchmark import BENCHMARK, DETECTABLE, REGISTERED_ROLLOUTS, benchmark_tasks
@@ -149,7 +150,7 @@ def arm_config(study: GenEnvStudy, arm: str, start: Start) -> GenEnvConfig:
                                      replay=study.replay, static_pool=static if arm == "static" else 0))
 
 
-def starts(results_dir: str | Path, study: GenEnvStudy) -> list[Start]:
+def starts(results_dir: str | Path, study: GenEnvStudy, *, progress: bool = False) -> list[Start]:
     """Every seed the block draws, in order, with its start: :attr:`GenEnvStudy.candidates` until ``seeds``
     of them qualify (fewer if the candidates run out; claim 7's precondition on units then withholds).
 
@@ -157,15 +158,18 @@ def starts(results_dir: str | Path, study: GenEnvStudy) -> list[Start]:
     (:func:`evokit.studies.genenv_start.choose_start`); a later call reads it.
     """
     out, drawn = Path(results_dir), []
-    for seed in study.candidates:
-        if sum(s.qualifies for s in drawn) == study.seeds:
-            break
-        start = read_start(out / f"seed{seed}")
-        if start is None:
-            init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
-            start = choose_start(init, seed, GenEnvConfig(), study.start)
-            write_start(out / f"seed{seed}", start)
-        drawn.append(start)
+    with tqdm(total=study.seeds, desc="seeds with a start", disable=not progress) as bar:
+        for seed in study.candidates:
+            if sum(s.qualifies for s in drawn) == study.seeds:
+                break
+            start = read_start(out / f"seed{seed}")
+            if start is None:
+                init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
+                start = choose_start(init, seed, GenEnvConfig(), study.start)
+                write_start(out / f"seed{seed}", start)
+            drawn.append(start)
+            bar.update(start.qualifies)
+            bar.set_postfix(drawn=len(drawn))
     return drawn
 
 
@@ -187,11 +191,13 @@ def start_success(results_dir: str | Path, study: GenEnvStudy, start: Start) -> 
     return json.loads(path.read_text())["success"]
 
 
-def genenv_study(results_dir: str | Path, study: GenEnvStudy = SMOKE, *, workers: int = 2) -> Path:
+def genenv_study(results_dir: str | Path, study: GenEnvStudy = SMOKE, *, workers: int = 2,
+                 progress: bool = True) -> Path:
     """Run (or resume) every unit × arm of ``study``, then, with ``benchmark``, the benchmark scores."""
     out = Path(results_dir)
     check_study(out, study.key())
-    for start in (s for s in starts(out, study) if s.qualifies):
+    chosen = [s for s in starts(out, study, progress=progress) if s.qualifies]
+    for start in tqdm(chosen, desc="seeds", disable=not progress):
         seed = start.seed
         init = base_solver(out / f"seed{seed}", seed, study.corpus_size)
         start_success(out, study, start)  # claim 7's precondition, measured before any arm trains
