@@ -32,8 +32,8 @@ below the zone's lower edge.
 With ``benchmark=True`` each seed's untrained solver and each arm's final agent are scored on the
 independent held-out benchmark (:mod:`evokit.benchmark`, never trained on, checked disjoint from
 every arm's tasks). Rows: ``seed<s>/<arm>/`` (the training runs: ``steps.jsonl``, pools),
-``seed<s>/solver.pt``, ``seed<s>/start.json`` (every seed drawn), ``seed<s>/base_success.json``, ``benchmark_scores.jsonl``; frames and across-seed summaries below
-(intervals from :mod:`evokit.stats`).
+``seed<s>/solver.pt``, ``seed<s>/start.json`` (every seed drawn), ``seed<s>/base_success.json``,
+``benchmark_scores.jsonl``; frames and across-seed summaries below (intervals from :mod:`evokit.stats`).
 """
 
 from __future__ import annotations
