@@ -42,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from evokit.reference import GENENV_ZONE
     from evokit.studies.folder import check_study
     from evokit.studies.genenv import SMOKE, sized, start_success, starts
+    from evokit.studies.genenv_start import start_report
 
     study = replace(sized(SMOKE, args.units), first_seed=args.seed)
     out = Path(args.results) if args.results else ROOT / "results" / "genenv_start" / f"block{args.seed}_units{args.units}"
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"genenv_start: {e}", file=sys.stderr)
         return 2
-    drawn = starts(out, study)
+    drawn = starts(out, study, progress=True)
+    passed = start_report(drawn)["passed_over"]
     print(f"{'seed':>5} {'τ':>4} {'max':>4} {'choosing':>9} {'base':>6}  base < {GENENV_ZONE[0]}")
     for s in drawn:
         if s.qualifies:
@@ -58,8 +60,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{s.seed:>5} {s.init_tilt:>4g} {s.max_len:>4} {s.success:9.3f} {base:6.3f}  "
                   f"{'yes' if base < GENENV_ZONE[0] else 'no'}")
         else:
-            lo, hi = min(g["success"] for g in s.grid), max(g["success"] for g in s.grid)
-            print(f"{s.seed:>5} passed over: no grid point in {study.start.band} (grid {lo:.3f}–{hi:.3f})")
+            p = passed[s.seed]
+            print(f"{s.seed:>5} passed over: no grid point in {study.start.band} "
+                  f"(grid {p['lowest']:.3f}–{p['highest']:.3f})")
     units = [s for s in drawn if s.qualifies]
     print(f"units {len(units)} of {study.seeds} wanted, {len(drawn)} seeds drawn; rows in {out}")
     return 0
