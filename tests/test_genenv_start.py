@@ -5,13 +5,16 @@ Every base agent here is a real pretrained solver, and every base success a real
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from script_support import load_script
 
 from evokit.genenv import GenEnvConfig
+from evokit.genenv.reward import difficulty_filter
 from evokit.studies.genenv import SMOKE, base_solver, starts, units
 from evokit.studies.genenv_start import (
     BASE_STREAM,
@@ -21,6 +24,9 @@ from evokit.studies.genenv_start import (
     base_success,
     choose_start,
     initial_simulator,
+    keep_probability,
+    plan_successes,
+    pooled_keep_probability,
     start_report,
 )
 
@@ -102,17 +108,50 @@ def test_a_recorded_start_is_read_not_chosen_again(agents, tmp_path):
     assert starts(tmp_path, study)[0].max_len == 12
 
 
+def test_keep_probability_matches_closed_forms_and_a_simulation_of_batches(agents):
+    """The difficulty filter's chance to keep a batch of 4 tasks × 4 rollouts (what sizes claims 7–9's
+    batches): every plan at 0.5 gives Binomial(16, ½) ∈ {7, 8, 9}; plans solved always or never, at
+    share s, keep a batch exactly when two of four tasks are solved, 6s²(1 − s)²; and on a real base
+    agent's plans it agrees with batches simulated by drawing plans and rollouts and applying the filter."""
+    assert keep_probability([0.5] * 3, 4, 4) == pytest.approx(sum(math.comb(16, k) for k in (7, 8, 9)) / 2 ** 16)
+    for s in (0.1, 0.25, 0.5):
+        q = [1.0] * round(100 * s) + [0.0] * round(100 * (1 - s))
+        assert keep_probability(q, 4, 4) == pytest.approx(6 * s ** 2 * (1 - s) ** 2)
+
+    _, policies = agents
+    q = plan_successes(policies[0], initial_simulator(replace(GenEnvConfig(), init_tilt=3.0, max_len=8), 0), 64, 0)
+    assert q.min() >= 0 and q.max() <= 1 and 0 < q.mean() < 1
+    rng = np.random.default_rng(7)
+    plans = rng.choice(q, size=(40_000, 4))
+    p_hat = rng.binomial(4, plans).sum(axis=1) / 16
+    simulated = difficulty_filter(p_hat).mean()  # standard error ≤ 0.0025
+    assert keep_probability(q, 4, 4) == pytest.approx(simulated, abs=0.01)
+
+
+def test_pooled_keep_probability_is_the_tail_of_a_sum_of_binomials():
+    """Equal chances pool to one binomial; unequal ones are checked against a direct enumeration."""
+    p, batches, units = 0.2, 8, 10
+    tail = sum(math.comb(batches * units, j) * p ** j * (1 - p) ** (batches * units - j) for j in range(units, batches * units + 1))
+    assert pooled_keep_probability([p] * units, batches, units) == pytest.approx(tail)
+    keep = [0.1, 0.3]
+    direct = sum(math.comb(2, a) * 0.1 ** a * 0.9 ** (2 - a) * math.comb(2, b) * 0.3 ** b * 0.7 ** (2 - b)
+                 for a in range(3) for b in range(3) if a + b >= 2)
+    assert pooled_keep_probability(keep, 2, 2) == pytest.approx(direct)
+    assert pooled_keep_probability(keep, 2, 0) == pytest.approx(1.0)
+
+
 def test_the_script_reports_each_seeds_start_and_the_precondition(tmp_path, capsys):
     """scripts/genenv_start.py on one unit: exit 0, the row names the choice and the base success on the
     precondition's stream, and the folder is a study folder a notebook can reuse."""
     gs = load_script("genenv_start", tmp_path)
-    assert gs.main(["--seed", "0", "--units", "1"]) == 0
+    assert gs.main(["--seed", "0", "--units", "1", "--batches", "2", "4"]) == 0
     out = tmp_path / "results" / "genenv_start" / "block0_units1"
     start = json.loads((out / "seed0" / START_FILE).read_text())
     base = json.loads((out / "seed0" / "base_success.json").read_text())
     assert (base["init_tilt"], base["max_len"]) == (start["init_tilt"], start["max_len"])
     text = capsys.readouterr().out
     assert f"{base['success']:6.3f}" in text and "units 1 of 1 wanted" in text
+    assert "2 batches per epoch: 4 in the first 2 epochs" in text and "4 batches per epoch: 8 in the first 2 epochs" in text
     assert (out / "study.json").exists()
 
 
@@ -125,3 +164,4 @@ def test_the_script_refuses_a_folder_of_another_study_in_one_line(tmp_path, caps
     err = capsys.readouterr().err
     assert err.startswith("genenv_start: ") and err.count("\n") == 1
     assert gs.main(["--units", "0"]) == 2
+    assert gs.main(["--units", "1", "--batches", "0"]) == 2

@@ -36,8 +36,10 @@ import torch
 
 from evokit.cpu_agent.policy import SkillPolicy, step_goals
 from evokit.genenv import GenEnvConfig
+from evokit.genenv.reward import difficulty_filter
 from evokit.genenv.simulator import Simulator, init_simulator, sample_plans
 from evokit.plan import compose
+from evokit.reference import GENENV_ALPHA, GENENV_K_MIN
 
 CHOOSING_STREAM = 9_300  # the plans a seed's start is chosen on: their own generator key
 BASE_STREAM = 9_200  # the plans claim 7's precondition is measured on, apart from the choosing ones and every arm's
@@ -110,22 +112,56 @@ def initial_simulator(config: GenEnvConfig, seed: int) -> Simulator:
 
 
 @torch.no_grad()
-def base_success(policy: SkillPolicy, sim: Simulator, n: int, seed: int, stream: int = BASE_STREAM) -> float:
-    """The base agent's expected success on ``n`` plans of ``sim``: the mean over plans of ∏_t π(κ_t | σ_t, g_t).
+def plan_successes(policy: SkillPolicy, sim: Simulator, n: int, seed: int, stream: int = BASE_STREAM) -> np.ndarray:
+    """The base agent's success probability on each of ``n`` plans of ``sim``: ∏_t π(κ_t | σ_t, g_t) per plan.
 
     The agent acts with one technique per step (the loop's ``attempts`` = 1) and a step's tests
     pass only on its own technique's result, so a rollout succeeds with exactly that probability:
-    the expectation replaces rollouts (no rollout noise; a deviation from the registered 4
-    rollouts per task, stated in docs/preregistration.md). Plans in their own stream (``seed``,
+    the expectation replaces rollouts (no rollout noise). Plans in their own stream (``seed``,
     ``stream``), apart from every arm's.
     """
     plans = sample_plans(sim, sorted(sim.contexts)[0], n, np.random.default_rng([seed, stream]))
-    total = 0.0
+    out = []
     for plan in plans:
         goals = step_goals(compose(plan, sim.render_seed).instruction, len(plan))
-        total += math.exp(sum(policy.skill_logprob(st.skill, st.scenario, g)
-                              for st, g in zip(plan.steps, goals, strict=True)))
-    return total / n
+        out.append(math.exp(sum(policy.skill_logprob(st.skill, st.scenario, g)
+                                for st, g in zip(plan.steps, goals, strict=True))))
+    return np.array(out)
+
+
+def base_success(policy: SkillPolicy, sim: Simulator, n: int, seed: int, stream: int = BASE_STREAM) -> float:
+    """The base agent's expected success on ``n`` plans of ``sim`` (the mean of :func:`plan_successes`;
+    a deviation from the registered 4 rollouts per task, stated in docs/preregistration.md)."""
+    return float(plan_successes(policy, sim, n, seed, stream).mean())
+
+
+def keep_probability(successes, tasks: int, rollouts: int, alpha: float = GENENV_ALPHA,
+                     k_min: float = GENENV_K_MIN) -> float:
+    """The chance that GenEnv's difficulty filter keeps one batch (|p̂ − α| ≤ k_min) of ``tasks`` plans,
+    each tried ``rollouts`` times, when plans are drawn at random from those whose success
+    probabilities are ``successes`` and the agent does not change.
+
+    Exact: a task's success count is a mixture of binomials over the plans, a batch's the sum of
+    ``tasks`` of them. This is what sizes the batches of claims 7–9 (docs/preregistration.md): a
+    start below the zone keeps few batches, since a plan's success is nearly 0 or 1 and a batch's p̂
+    sits near the agent's base success.
+    """
+    q = np.asarray(successes, dtype=float)[:, None]
+    k = np.arange(rollouts + 1)
+    one = (np.array([math.comb(rollouts, i) for i in k]) * q ** k * (1 - q) ** (rollouts - k)).mean(axis=0)
+    batch = np.array([1.0])
+    for _ in range(tasks):
+        batch = np.convolve(batch, one)
+    return float(batch[difficulty_filter(np.arange(tasks * rollouts + 1) / (tasks * rollouts), alpha, k_min)].sum())
+
+
+def pooled_keep_probability(keep: list[float], batches: int, need: int) -> float:
+    """The chance that units whose batches are kept with probabilities ``keep`` keep ≥ ``need`` batches
+    in all, each trying ``batches`` (a sum of independent binomials: claim 7's pooled precondition)."""
+    total = np.array([1.0])
+    for p in keep:
+        total = np.convolve(total, [math.comb(batches, j) * p ** j * (1 - p) ** (batches - j) for j in range(batches + 1)])
+    return float(total[need:].sum())
 
 
 def choose_start(policy: SkillPolicy, seed: int, base: GenEnvConfig, rule: StartRule = StartRule()) -> Start:
