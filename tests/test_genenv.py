@@ -383,7 +383,7 @@ def test_static_augmentation_serves_a_fixed_set_and_never_learns(tmp_path):
 
 # ------------------------------------------------------------------------- the study's claim summaries
 def _frame(success: dict, length: dict, epochs: int = 6, seeds: int = 10, solved=None, base: float = 0.15,
-           kept: int = 1):
+           kept=1):
     import pandas as pd
 
     rows = []
@@ -394,7 +394,7 @@ def _frame(success: dict, length: dict, epochs: int = 6, seeds: int = 10, solved
                 rows.append({"seed": s, "arm": arm, "epoch": e, "success": success[arm](s, e),
                              "plan_length": length[arm](s, e), "turns": length[arm](s, e),
                              "fully_solved_per_batch": full + 0.01 * s, "unsolved_per_batch": none + 0.01 * s,
-                             "base_success": base, "kept_batches": kept})
+                             "base_success": base, "kept_batches": kept(s, e) if callable(kept) else kept})
     return pd.DataFrame(rows)
 
 
@@ -416,11 +416,16 @@ def test_alpha_summary_needs_all_three_parts():
     assert alpha_summary(_frame(seven, flat), (0.4, 0.6))["parts"]["learning_in_zone"] is False  # 7 of 10 seeds
 
 
-@pytest.mark.parametrize("change, fails", [({"base": 0.45}, "highest base success on the initial simulator 0.45"),
-                                           ({"kept": 0}, "fewest kept batches"), ({"seeds": 5}, "seeds 5, needs ≥ 10")])
+@pytest.mark.parametrize("change, fails", [
+    ({"base": 0.45}, "highest base success on the initial simulator 0.45"),
+    ({"kept": 0}, "kept batches per seed of the learning arms in the first third of epochs, pooled 0"),
+    # 9 kept in epochs 1–2 over 10 seeds (seed 0 keeps 5, four others 1 each): 0.9 per seed
+    ({"kept": lambda s, e: (3 if e == 1 else 2) if s == 0 else (1 if e == 2 and s < 5 else 0)}, "pooled 0.9"),
+    ({"seeds": 5}, "seeds 5, needs ≥ 10")])
 def test_a_failed_precondition_withholds_claims_7_and_8(change, fails):
-    """The paper's starting condition (base agent below the zone), kept batches and ≥ 10 seeds gate the verdict:
-    with one unmet the summary says which, with its value, instead of yes / no / tie."""
+    """The paper's starting condition (base agent below the zone), kept batches pooled over seeds in the first
+    third and ≥ 10 seeds gate the verdict: with one unmet the summary says which, with its value, instead of
+    yes / no / tie."""
     from evokit.studies.genenv import alpha_summary, vs_random_summary
 
     into = {"learning": lambda s, e: 0.9 if e <= 4 else 0.5 + 0.01 * s, "random": lambda s, e: 0.85}
@@ -429,6 +434,25 @@ def test_a_failed_precondition_withholds_claims_7_and_8(change, fails):
     for summary in (alpha_summary(frame, (0.4, 0.6)), vs_random_summary(frame)):
         assert summary["reproduced"].startswith("no verdict (precondition: ") and fails in summary["reproduced"]
         assert [p["met"] for p in summary["preconditions"]].count(False) == 1
+
+
+def test_kept_batches_pool_over_seeds_and_each_seeds_count_is_reported():
+    """Seeds that keep no batch early do not withhold when the block keeps ≥ 1 per seed in all: 6 kept in epochs
+    1–2 over 10 seeds withholds, 13 does not, with 6 seeds keeping none in both; the counts per seed, and how
+    many kept none, are reported beside."""
+    from evokit.studies.genenv import alpha_summary
+
+    into = {"learning": lambda s, e: 0.9 if e <= 4 else 0.5 + 0.01 * s, "random": lambda s, e: 0.85}
+    flat = {"learning": lambda s, e: 3.0 + 0.1 * (s % 2), "random": lambda s, e: 3.0}
+    kept = lambda s, e: (e if s == 0 else int(s < 4 and e == 2)) if e <= 2 else 5  # noqa: E731
+    summary = alpha_summary(_frame(into, flat, kept=kept), (0.4, 0.6))
+    pooled = summary["preconditions"][-1]
+    assert pooled["value"] == pytest.approx(0.6) and not pooled["met"]
+    early = summary["kept_batches_first_third"]
+    assert early["per_seed"] == {0: 3, 1: 1, 2: 1, 3: 1, **{s: 0 for s in range(4, 10)}} and early["seeds_with_none"] == 6
+    more = lambda s, e: (5 if s == 0 else int(s < 4 and e == 2)) if e <= 2 else 0  # noqa: E731
+    met = alpha_summary(_frame(into, flat, kept=more), (0.4, 0.6))
+    assert met["preconditions"][-1]["value"] == pytest.approx(1.3) and met["reproduced"] == "yes"
 
 
 def test_vs_random_and_data_efficiency_verdicts():

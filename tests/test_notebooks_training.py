@@ -32,7 +32,7 @@ pytestmark = pytest.mark.notebooks
 #: are withheld on every block; block 0's entries also name the interval the verdict would read.
 WITHHELD = "withheld at smoke size: 5 units, a verdict needs ≥ 10 (evokit.stats.MIN_UNITS)"
 GENENV_PRE = ("withheld at smoke size: seeds 5, needs ≥ 10 (seed 1 passed over: no start in the band; highest "
-              "base success of a unit 0.341, met); a seed's learning arm kept no batch in the first third of epochs")
+              "base success of a unit 0.341, met; kept batches in the first third 1.0 per seed pooled, met)")
 KNOWN = {**{(claim, 100): WITHHELD for claim in ("claim4", "claim5", "claim6", "claim7", "claim8", "claim9")},
          ("claim4", 0): "withheld at smoke size: runs 5, needs ≥ 10 (admitted seeds at pass rate 0: 0.15 pooled, "
                         "met). Intervals: share EL − random +0.181 [−0.046, +0.408], reward slope EL −0.0185 "
@@ -110,6 +110,9 @@ def test_genenv_alpha_consistent(training):
     assert s["parts"] == parts, s["parts"]
     runs_precondition(s["preconditions"], "seeds", 5)
     follows(s["reproduced"], "yes" if all(parts.values()) else "no", s["preconditions"])
+    early = s["kept_batches_first_third"]  # the pooled precondition's parts, per seed
+    assert sorted(map(int, early["per_seed"])) == sorted(map(int, s["learning"]["success_last_per_seed"])), early
+    assert early["seeds_with_none"] == sum(v == 0 for v in early["per_seed"].values())
     w = s["rwr_weights"]  # the kept batches' weights are recorded
     assert 0 <= w["epochs_with_kept_batches"] <= w["epochs"]
     assert w["weight_min"] is None or w["weight_min"] <= w["weight_max"], w
