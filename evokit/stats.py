@@ -294,6 +294,17 @@ def paper_side(iv: Interval | dict, expected: str = "above", zero: float = 0.0) 
     return "yes" if v == expected else "tie" if v == "overlaps" else "no"
 
 
+def zone_side(iv: Interval | dict, zone: tuple[float, float]) -> str:
+    """A part's verdict against a zone (GenEnv's 0.4–0.6): "yes" if the interval lies within it, "no" if
+    wholly outside it, "tie" if it crosses an edge.
+
+    >>> [zone_side(Interval(e, lo, hi, 10), (0.4, 0.6)) for e, lo, hi in ((0.5, 0.45, 0.55), (0.3, 0.2, 0.35), (0.4, 0.3, 0.5))]
+    ['yes', 'no', 'tie']
+    """
+    iv = Interval.from_dict(iv) if isinstance(iv, dict) else iv
+    return "yes" if zone[0] <= iv.lo and iv.hi <= zone[1] else "no" if iv.hi < zone[0] or iv.lo > zone[1] else "tie"
+
+
 def combine(parts: Sequence[str]) -> str:
     """A claim's verdict from its gating parts' verdicts: "yes" if every part is yes, "no" if any is no,
     "tie" otherwise (an empty list is a tie: nothing was shown).

@@ -18,7 +18,6 @@ Seed blocks: block 0 (``seed=0``: seeds 0..4 or runs 0..4) in the default notebo
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 
@@ -147,7 +146,3 @@ def expect_claim(request, known: dict[tuple[str, int], str], claim: str, seed: i
     if reason:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
 
-
-def at_least(share: float, n: int) -> int:
-    """How many of ``n`` seeds "≥ share of seeds" needs (evokit.studies.genenv.alpha_summary)."""
-    return math.ceil(share * n - 1e-9)

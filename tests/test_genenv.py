@@ -398,22 +398,35 @@ def _frame(success: dict, length: dict, epochs: int = 6, seeds: int = 10, solved
     return pd.DataFrame(rows)
 
 
-def test_alpha_summary_needs_all_three_parts():
-    """Claim 7 is "yes" only with the learning arm in the zone for ≥ 8 of 10 seeds over the last third, the random
-    arm not, and plan length not falling; a simulator that reaches the zone by shortening its tasks is "no"."""
+def test_claim_7_reads_the_registered_parts():
+    """Claim 7 as registered: "yes" with the learning arm's last-third interval inside [0.4, 0.6], nearer α than
+    random (paired distance above 0) and plan length not falling; "no" when the learning interval lies wholly
+    outside the zone, when random is nearer α, or when plan length falls (the simulator reached the zone by
+    shortening its tasks); "tie" when the learning interval crosses an edge of the zone."""
     from evokit.studies.genenv import alpha_summary
 
     into = {"learning": lambda s, e: 0.9 if e <= 4 else 0.5 + 0.01 * s, "random": lambda s, e: 0.85}
     flat = {"learning": lambda s, e: 3.0 + 0.1 * (s % 2), "random": lambda s, e: 3.0}
     ok = alpha_summary(_frame(into, flat), (0.4, 0.6))
     assert ok["last_epochs"] == 2 and ok["learning"]["seeds_in_zone"] == 10 and ok["random"]["seeds_in_zone"] == 0
-    assert ok["reproduced"] == "yes"
+    assert ok["parts"] == {"learning_in_zone": "yes", "closer_to_alpha_than_random": "yes",
+                           "length_not_below_start": "yes"} and ok["reproduced"] == "yes"
+    assert ok["first_epoch_in_zone"] == 5
+    assert ok["distance_random_minus_learning"]["estimate"] == pytest.approx(0.35 - 0.045)
+
     shrink = {"learning": lambda s, e: 3.0 - 0.3 * e - 0.05 * s, "random": lambda s, e: 3.0}
     bad = alpha_summary(_frame(into, shrink), (0.4, 0.6))
-    assert bad["learning"]["length_change"]["sign"] == "below" and bad["reproduced"] == "no"
-    assert bad["parts"] == {"learning_in_zone": True, "random_not_in_zone": True, "length_not_below_start": False}
-    seven = {"learning": lambda s, e: 0.5 if s < 7 else 0.9, "random": lambda s, e: 0.85}
-    assert alpha_summary(_frame(seven, flat), (0.4, 0.6))["parts"]["learning_in_zone"] is False  # 7 of 10 seeds
+    assert bad["parts"]["length_not_below_start"] == "no" and bad["reproduced"] == "no"
+
+    below = {"learning": lambda s, e: 0.2 + 0.01 * s, "random": lambda s, e: 0.25 + 0.01 * s}
+    low = alpha_summary(_frame(below, flat), (0.4, 0.6))
+    assert low["parts"]["learning_in_zone"] == "no" and low["parts"]["closer_to_alpha_than_random"] == "no"
+    assert low["reproduced"] == "no" and low["first_epoch_in_zone"] is None
+
+    edge = {"learning": lambda s, e: 0.3 + 0.04 * s, "random": lambda s, e: 0.85}  # last third 0.30–0.66
+    crossing = alpha_summary(_frame(edge, flat), (0.4, 0.6))
+    assert crossing["parts"]["learning_in_zone"] == "tie" and crossing["parts"]["closer_to_alpha_than_random"] == "yes"
+    assert crossing["reproduced"] == "tie"
 
 
 @pytest.mark.parametrize("change, fails", [
