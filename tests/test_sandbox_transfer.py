@@ -8,16 +8,19 @@ what the host's memory did, and, through ``running``, that nothing of either san
 behind.
 """
 
+import errno
 import os
 import stat
 import subprocess
+import sys
+import time
 
 import pytest
 from docker_support import docker_client, docker_daemon  # noqa: F401
 from sandbox_support import peak_rss, reset_peak_rss, running
 
 from evokit.sandbox import SandboxError
-from evokit.sandbox.transfer import TransferError, copy_between, download
+from evokit.sandbox.transfer import TransferError, copy_between, download, settle
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -521,3 +524,66 @@ def test_directory_link_farms_stop_at_the_caps(base_image):
         leaves = dst.exec("cd /app/small && find . -name x | sort").stdout.split()
         assert leaves == ["./d0/a/a/x", "./d0/a/b/x", "./d0/b/a/x", "./d0/b/b/x", "./d1/a/x", "./d1/b/x",
                           "./d2/x"], leaves
+
+
+HOLD = "import os, sys, time; fd = os.open(sys.argv[1], os.O_WRONLY); print('held', flush=True); time.sleep(float(sys.argv[2]))"
+
+
+def test_a_file_held_open_for_writing_elsewhere_is_settled_before_it_is_executed(tmp_path):
+    """Why every file written into a sandbox is settled: a write descriptor another process holds (as a
+    child that another thread forked holds the uploader's until its exec) makes executing the file fail
+    with ETXTBSY, which scored a task's test.sh 0. The control shows that failure on a real exec;
+    ``settle`` returns only once the holder has let go, and the file then runs. A holder that outlasts
+    the timeout is an error naming the file."""
+    script = tmp_path / "test.sh"
+    script.write_text("#!/bin/sh\necho ran\n")
+    script.chmod(0o755)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(script), "1.0"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    held_at = time.monotonic()
+    with pytest.raises(OSError) as busy:
+        subprocess.run([str(script)], check=True)
+    assert busy.value.errno == errno.ETXTBSY
+    dirfd = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY)
+    try:
+        settle(dirfd, "test.sh", "tests/test.sh")
+        assert time.monotonic() - held_at >= 0.9  # the holder sleeps 1 s with the file open
+        assert subprocess.run([str(script)], capture_output=True, text=True).stdout == "ran\n"
+        stuck = subprocess.Popen([sys.executable, "-c", HOLD, str(script), "30"], stdout=subprocess.PIPE, text=True)
+        try:
+            assert stuck.stdout.readline().strip() == "held"
+            with pytest.raises(TransferError, match="tests/test.sh: still open for writing"):
+                settle(dirfd, "test.sh", "tests/test.sh", timeout=0.2)
+        finally:
+            stuck.kill()
+            stuck.wait()
+    finally:
+        os.close(dirfd)
+        holder.wait()
+
+
+def test_an_upload_into_a_sandbox_waits_for_a_forked_childs_copy_of_its_write_descriptor(base_image, tmp_path):
+    """The race as it happens: a child forked while the host writes a file into a sandbox keeps a copy of the
+    write descriptor after the host closes its own. While it does, the file cannot be executed in the
+    sandbox (exit 126, "Text file busy"); ``settle`` on the sandbox's root waits the child out, as every
+    upload does, and the file then runs."""
+    with running(base_image) as sb:
+        sb.exec(["mkdir", "-p", "/app"], user="root")
+        root = sb.open_root()
+        try:
+            app = os.open("app", os.O_PATH | os.O_DIRECTORY, dir_fd=root)
+            out = os.open("run.sh", os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o755, dir_fd=app)
+            os.write(out, b"#!/bin/sh\necho ran\n")
+            child = subprocess.Popen(["sleep", "1"], pass_fds=(out,))  # the forked child's copy
+            os.close(out)
+            held_at = time.monotonic()
+            busy = sb.exec(["/app/run.sh"], user="root")
+            assert busy.return_code == 126 and "busy" in (busy.stdout + busy.stderr).lower(), busy
+            settle(app, "run.sh", "/app/run.sh")
+            assert time.monotonic() - held_at >= 0.9
+            res = sb.exec(["/app/run.sh"], user="root")
+            assert (res.return_code, res.stdout) == (0, "ran\n"), res
+            child.wait()
+            os.close(app)
+        finally:
+            os.close(root)

@@ -70,9 +70,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import posixpath
 import stat
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -326,7 +328,41 @@ def _write_file(src: _Node, dirfd: int, name: str, dest: _Dest, budget: _Budget,
         os.utime(out, ns=(src.st.st_atime_ns, src.st.st_mtime_ns))
     finally:
         os.close(out)
+    if not dest.host:
+        settle(dirfd, name, where)
     budget.copied.append(where)
+
+
+SETTLE_SECONDS = 10.0  # how long a file written into a sandbox may stay open for writing elsewhere
+
+
+def settle(dirfd: int, name: str, where: str, timeout: float = SETTLE_SECONDS) -> None:
+    """Return once no process holds ``name`` (in ``dirfd``) open for writing, so that it can be executed.
+
+    This process has closed its write descriptor, but a child it forked meanwhile in another thread
+    (a sandbox starting, any subprocess) holds a copy until that child's exec. Executing the file
+    while it does fails with ETXTBSY, and a task's ``test.sh`` run at once then scores 0 ("Text file
+    busy"). A read lease is granted only while no writable open of the file exists (fcntl(2),
+    F_SETLEASE), so it is the test. Once it passes, no new writer can come from this process. A
+    filesystem without leases is left as it is.
+    """
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dirfd)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EBUSY):
+                    return  # no leases on this filesystem: nothing to wait on
+                if time.monotonic() > deadline:
+                    raise TransferError(f"{where}: still open for writing by another process after {timeout:g} s") from None
+                time.sleep(0.002)
+                continue
+            fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+            return
+    finally:
+        os.close(fd)
 
 
 def _make_link(target: str, dirfd: int, name: str, dest: _Dest, st: os.stat_result, budget: _Budget,
