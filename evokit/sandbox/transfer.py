@@ -694,6 +694,7 @@ def write_bytes(sandbox: Sandbox, target: str, data: bytes, mode: int = 0o644) -
                 os.fchmod(fd, mode & 0o777)
             finally:
                 os.close(fd)
+            settle(pfd, name, target)
         finally:
             os.close(pfd)
 
