@@ -146,9 +146,7 @@ def keep_probability(successes, tasks: int, rollouts: int, alpha: float = GENENV
     start below the zone keeps few batches, since a plan's success is nearly 0 or 1 and a batch's p̂
     sits near the agent's base success.
     """
-    q = np.asarray(successes, dtype=float)[:, None]
-    k = np.arange(rollouts + 1)
-    one = (np.array([math.comb(rollouts, i) for i in k]) * q ** k * (1 - q) ** (rollouts - k)).mean(axis=0)
+    one = _binomial(rollouts, np.asarray(successes, dtype=float)[:, None]).mean(axis=0)
     batch = np.array([1.0])
     for _ in range(tasks):
         batch = np.convolve(batch, one)
@@ -160,8 +158,14 @@ def pooled_keep_probability(keep: list[float], batches: int, need: int) -> float
     in all, each trying ``batches`` (a sum of independent binomials: claim 7's pooled precondition)."""
     total = np.array([1.0])
     for p in keep:
-        total = np.convolve(total, [math.comb(batches, j) * p ** j * (1 - p) ** (batches - j) for j in range(batches + 1)])
+        total = np.convolve(total, _binomial(batches, p))
     return float(total[need:].sum())
+
+
+def _binomial(n: int, p):
+    """P(k successes of ``n``) for k = 0 … n, along the last axis (``p`` a number or a column of them)."""
+    k = np.arange(n + 1)
+    return np.array([math.comb(n, i) for i in k]) * p ** k * (1 - p) ** (n - k)
 
 
 def choose_start(policy: SkillPolicy, seed: int, base: GenEnvConfig, rule: StartRule = StartRule()) -> Start:
