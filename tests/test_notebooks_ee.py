@@ -149,8 +149,8 @@ def test_effort_claim_1_direction(ee_run, request):
 @pytest.mark.notebooks
 def test_table1_claim_2_consistent(ee_run):
     """Claim 2 over 5 evolution seeds: per direction the one-step ΔPass and ΔTurns verdicts recomputed
-    from their intervals, the claim's verdict from them and the preconditions; the paper's values stand
-    beside ours."""
+    from their intervals, the claim's verdict from them and the preconditions; the units read are the
+    seeds with a child in every direction; the paper's values stand beside ours."""
     s = ee_run("ee_table1_directions")
     assert s["study"]["difficulty_gate"] is False and len(s["study"]["evolution_seeds"]) == 5
     ds = s["directions"]
@@ -166,6 +166,10 @@ def test_table1_claim_2_consistent(ee_run):
         parts += [paper_side(p, "below"), paper_side(t, "above")]
     runs_precondition(s["preconditions"], "fewest evolution seeds with a generation-1 child in a direction",
                       min(r["n_evolution_seeds"] for r in ds.values()))
+    units = s["units"]  # the first seeds with a child in every direction, and only they, are read
+    assert all(r["n_evolution_seeds"] == len(units["read"]) for r in ds.values()), (units, ds)
+    assert sorted(units["read"] + units["passed_over"] + units["unused"]) == s["study"]["evolution_seeds"]
+    assert units["read"] == sorted(units["read"]) and all(u > r for u in units["unused"] for r in units["read"])
     follows(s["reproduced"], combined(parts), s["preconditions"])
     rows = {r["row"]: r for r in s["table1"]}
     for d in ds:

@@ -96,6 +96,28 @@ def test_direction_claim_needs_every_interval_on_its_side():
     assert "share of parents above pass rate 0 0.6, needs ≥ 0.9" in withheld, withheld
 
 
+def test_direction_claim_reads_the_first_units_with_a_child_in_every_direction():
+    """The registered spares: of 8 seeds drawn, seed 1's scenario lineage ends before generation 1, so
+    the claim's 5 units are seeds 0, 2, 3, 4, 5; seeds 6 and 7 are not read. Seeds 6 and 7 would turn
+    length's ΔPass above 0, so reading them (or seed 1) would change the verdict: the choice matters,
+    and it is made from which environments exist, whatever their pass rates."""
+    rows = []
+    for s in range(8):
+        up = s >= 6  # the unread spares: passes that rise after the edit
+        rows += chain("high-length", "L0", [0.25, 0.75] if up else [0.75, 0.25], "length", seed=s, turns=[2, 4])
+        rows += chain("high-scenario", "L0", [0.5] if s == 1 else [0.75, 0.25], "scenario", seed=s, turns=[2, 3])
+    units = ev.direction_units(rows, ("length", "scenario"), 5)
+    assert units == {"read": [0, 2, 3, 4, 5], "passed_over": [1], "unused": [6, 7]}
+    c = ev.direction_claim(rows, ("length", "scenario"), min_units=5, units=5)
+    assert c["units"] == units and c["reproduced"] == "yes"
+    assert all(r["n_evolution_seeds"] == 5 for r in c["directions"].values())
+    assert c["ended_before_generation_1_share"] == pytest.approx(1 / 16)  # over every pinned lineage drawn
+    assert ev.direction_claim(rows, ("length", "scenario"), min_units=5)["reproduced"] == "tie"  # all 8 read
+    short = ev.direction_claim([r for r in rows if r["seed"] < 5], ("length", "scenario"), min_units=5, units=5)
+    assert short["units"]["read"] == [0, 2, 3, 4] and "fewest evolution seeds" in short["reproduced"]
+    assert [ev.direction_draw(n) for n in (5, 9, 10, 12)] == [5, 9, 10 + ev.SPARE_UNITS, 12 + ev.SPARE_UNITS]
+
+
 def test_effort_claim_per_lineage_with_a_horizon():
     """High reaches 0 at generation 2 and max at 1 in every unit, low never: (a) and (b) are above 0 and
     max is sooner. An ended lineage counts up to its last generation; a low lineage that reaches 0

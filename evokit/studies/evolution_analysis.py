@@ -42,6 +42,10 @@ MIN_ALIVE_SHARE = 0.9
 #: claim 3: environments per unit, the share of them strictly between pass rates 0 and 1 per
 #: solver, and length strata usable per unit (≥ 3 environments, pass rates not all equal).
 MIN_UNIT_ENVS, MIN_MIXED_SHARE, MIN_STRATA, MIN_STRATUM = 8, 0.3, 2, 3
+#: claim 2: spare evolution seeds drawn at ``MIN_UNITS`` units or more, so that a seed whose pinned
+#: lineage ends before generation 1 (no rarer choice left) does not withhold the claim: the fewest with
+#: P(≥ 10 of 10 + k qualify) ≥ 0.95 at a 0.221 chance of ending (docs/preregistration.md, changes log).
+SPARE_UNITS = 6
 
 
 def _key(r: dict) -> tuple:
@@ -221,7 +225,36 @@ def effort_claim(rows: Sequence[dict], horizon: int | None = None, min_units: in
 
 
 # ---------------------------------------------------------------------- claim 2: directions
-def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS, min_units: int = MIN_UNITS) -> dict:
+def _pinned(rows: Sequence[dict], directions: Sequence[str]) -> list[dict[int, dict]]:
+    """The lineages pinned to one of ``directions`` that hold their seed task (generation 0)."""
+    return [c for c in _chains(rows).values() if c[min(c)]["direction_setting"] in directions and 0 in c]
+
+
+def direction_draw(units: int) -> int:
+    """How many evolution seeds claim 2's study evolves for ``units`` units: :data:`SPARE_UNITS` more at
+    the registered size or above; none below it, where the claim is withheld anyway."""
+    return units + (SPARE_UNITS if units >= MIN_UNITS else 0)
+
+
+def direction_units(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS, units: int | None = None) -> dict:
+    """Claim 2's units: the first ``units`` evolution seeds in seed order (all, if None) whose pinned
+    lineage has a generation-1 child in every direction of ``directions``. Decided from which
+    environments exist, never from a pass rate or a turn count, so the choice favours no outcome.
+    Returns ``{"read": [...], "passed_over": [seeds without a child in some direction], "unused":
+    [qualifying seeds beyond ``units``]}``."""
+    children: dict[int, set[str]] = defaultdict(set)
+    seeds = sorted({r.get("seed", 0) for r in rows})
+    for chain in _pinned(rows, directions):
+        if 1 in chain:
+            children[chain[0].get("seed", 0)].add(chain[0]["direction_setting"])
+    qualifying = [s for s in seeds if children[s] >= set(directions)]
+    n = len(qualifying) if units is None else units
+    return {"read": qualifying[:n], "passed_over": [s for s in seeds if s not in qualifying],
+            "unused": qualifying[n:]}
+
+
+def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS, min_units: int = MIN_UNITS,
+                    units: int | None = None) -> dict:
     """Claim 2 (docs/preregistration.md): one high-effort step along each pinned direction lowers the
     pass rate (ΔPass interval below 0) and raises turns per trajectory (ΔTurns interval above 0).
 
@@ -232,7 +265,14 @@ def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS
     reported beside. The claim is "yes" if all six one-step parts are yes, "no" if any is no, else
     "tie"; withheld when a precondition fails (fewer than ``min_units`` seeds with a generation-1
     child in some direction, or under 90 % of parents above a pass rate of 0).
+
+    With ``units`` the claim reads :func:`direction_units`' first ``units`` seeds with a child in
+    every direction (the registered spares: :func:`direction_draw`); the choice is under ``"units"``.
     """
+    chosen, drawn = None, rows
+    if units is not None:
+        chosen = direction_units(rows, directions, units)
+        rows = [r for r in rows if r.get("seed", 0) in chosen["read"]]
     edits = edit_rows(rows)
     out: dict = {}
     for d in directions:
@@ -254,16 +294,15 @@ def direction_claim(rows: Sequence[dict], directions: Sequence[str] = DIRECTIONS
         row["pass_part"] = _side(row["d_pass_pts_one_step"], "below")
         row["turns_part"] = _side(row["d_turns_one_step"], "above")
         out[d] = row
-    pinned = [c for c in _chains(rows).values() if c[min(c)]["direction_setting"] in directions and 0 in c]
-    ended = [c for c in pinned if 1 not in c]
+    pinned, drawn_pinned = _pinned(rows, directions), _pinned(drawn, directions)
     pre = [precondition("directions with a generation-1 child", len(out), "=", len(directions)),
            precondition("fewest evolution seeds with a generation-1 child in a direction",
                         min((out[d]["n_evolution_seeds"] for d in out), default=0), "≥", min_units),
            precondition("share of parents above pass rate 0", _mean(float(c[0]["pass_rate"] > 0) for c in pinned),
                         "≥", MIN_ALIVE_SHARE)]
     parts = [v for d in out for v in (out[d]["pass_part"], out[d]["turns_part"])]
-    return {"directions": out, "preconditions": [p.as_dict() for p in pre],
-            "ended_before_generation_1_share": _mean(float(c in ended) for c in pinned),
+    return {"directions": out, "preconditions": [p.as_dict() for p in pre], "units": chosen,
+            "ended_before_generation_1_share": _mean(float(1 not in c) for c in drawn_pinned),
             "reproduced": withheld(combine(parts) if len(out) == len(directions) else "tie", pre)}
 
 
