@@ -74,9 +74,9 @@ def test_one_study_call(name):
 KNOWN = {("claim1", 0): "withheld: 5 evolution seeds < 10; every lineage at every effort reaches a population pass "
                         "rate of 0 within 8 generations (shares 1.0, parts high − low and max − low 0 [0, 0]); "
                         "first-zero generation high − max +0.2 [−1.6, +2.0]",
-         ("claim2", 0): "withheld: fewest evolution seeds with a generation-1 child 4 < 10 (scenario); one-step ΔPass "
-                        "scenario +14.6 [−12.8, +41.9], skill +25.8 [−28.5, +80.1], length −19.2 [−45.7, +7.4] points; "
-                        "only length's ΔTurns lies above 0 (+2.56 [+0.77, +4.34])",
+         ("claim2", 0): "withheld: 4 units < 10 (seed 2's scenario lineage has no child); one-step ΔPass "
+                        "scenario +22.9 [−2.2, +48.0], skill +43.8 [−16.9, +104.4], length −22.9 [−59.0, +13.2] "
+                        "points; ΔTurns length +3.43 [+1.39, +5.47], skill −0.80 [−1.23, −0.37]",
          ("claim3", 0): "withheld: 5 evolution seeds < 10, per-solver pass rates strictly between 0 and 1 on 15 % (A), "
                         "4 % (B), 6 % (C) of environments, no unit with 2 usable length strata; ρ(D_T, pass rate) "
                         "lies below 0 for A −0.39 [−0.65, −0.14], B −0.45 [−0.66, −0.24], C −0.44 [−0.60, −0.29]; "
