@@ -35,9 +35,9 @@ engine: setup
 reproduce: setup
 	$(PY) scripts/run_notebooks.py $(if $(SEED),--seed $(SEED),) $(if $(UNITS),--units $(UNITS),)
 
-## The claims' verdicts of blocks 0 and 100 side by side, from their summary.json (BLOCKS="0 100 200";
-## UNITS=10 for the runs made with UNITS=10).
-BLOCKS ?= 0 100
+## The claims' verdicts of blocks 0, 100 and 200 side by side, from their summary.json (BLOCKS="0 300"
+## for others; UNITS=10 for the runs made with UNITS=10). A block not run shows "—".
+BLOCKS ?= 0 100 200
 verdicts: setup
 	$(PY) scripts/verdicts.py $(BLOCKS) $(if $(UNITS),--units $(UNITS),)
 
