@@ -12,7 +12,8 @@ by notebook and seed block, so both land on one worker under ``--dist loadgroup`
   ``xfail(strict=True)`` with the recorded reason, so the test turns red when the claim starts to hold.
 
 Seed blocks: block 0 (``seed=0``: seeds 0..4 or runs 0..4) in the default notebooks suite, block
-100 marked ``slow`` (``make test-slow``), a block the design was not developed on.
+100 marked ``slow`` (``make test-slow``), a block the design was not developed on; the EE training
+studies run both blocks in the slow suite (:data:`SLOW_BLOCKS`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ RUNNER = load_script("run_notebooks")
 
 #: The seed blocks every notebook runs on: block 0 by default, block 100 in the slow suite.
 BLOCKS = (pytest.param(0, id="block0"), pytest.param(100, id="block100", marks=pytest.mark.slow))
+
+#: Both blocks in the slow suite only: the EE training studies (``ee_el_scheduler`` with
+#: ``ee_trajectory_growth``, ``ee_methods``) take 10–12 min each at smoke size alone, half the notebooks'
+#: time, and would put ``make check`` past its hour on 2 cores. Their pipelines run end to end at tiny
+#: sizes in the default suite (tests/test_studies_curricula.py, tests/test_studies_methods.py).
+SLOW_BLOCKS = tuple(pytest.param(b, id=f"block{b}", marks=pytest.mark.slow) for b in (0, 100))
 
 METHODS = ("t", "bca", "percentile")
 

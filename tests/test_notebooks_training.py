@@ -6,7 +6,8 @@ from the summary's intervals and preconditions (any block), one asserts the pape
 ``xfail(strict=True)`` where a run recorded the claim not holding (tests/notebook_support.py). The
 genenv notebooks share one study folder per block, as do ee_el_scheduler and ee_trajectory_growth
 (the notebooks' default ``study_dir``s are shared the same way). Minutes per notebook on two cores:
-run with ``make test-notebooks`` (marker ``notebooks``); block 100 with ``make test-slow``.
+run with ``make test-notebooks`` (marker ``notebooks``); block 100, and both blocks of EE's training
+notebooks (claims 4–6, 10–12 min each), with ``make test-slow``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import pytest
 from notebook_support import (
     BLOCKS,
+    SLOW_BLOCKS,
     combined,
     expect_claim,
     follows,
@@ -55,6 +57,14 @@ def training(request, tmp_path_factory):
     """Each training notebook run once per seed block; the genenv notebooks share one study folder and
     the curricula notebooks another (either alone computes the rows, the second reuses them)."""
     base = tmp_path_factory.mktemp(f"training-block{request.param}")
+    return runner(base, request.param)
+
+
+@pytest.fixture(scope="module", params=SLOW_BLOCKS)
+def ee_training(request, tmp_path_factory):
+    """EE's training notebooks (claims 4–6) once per seed block, in the slow suite only (SLOW_BLOCKS);
+    ee_el_scheduler and ee_trajectory_growth share one study folder."""
+    base = tmp_path_factory.mktemp(f"ee-training-block{request.param}")
     return runner(base, request.param)
 
 
@@ -198,11 +208,11 @@ CLAIM4 = {"share": ("share_difference", "above"), "el_reward_rises": ("reward_sl
 
 
 @pytest.mark.xdist_group("curricula-study")
-def test_ee_el_scheduler_consistent(training):
+def test_ee_el_scheduler_consistent(ee_training):
     """Claim 4 over 5 runs: each part's verdict (EL − random partially solved share above 0, EL's reward
     slope above 0, random's below; EL above both control arms) recomputed from its interval, the claim
     from (a) and (b); withheld iff a precondition failed (at smoke size the controls are not run)."""
-    s = curricula(training, "ee_el_scheduler")
+    s = curricula(ee_training, "ee_el_scheduler")
     c4 = s["claim4"]
     assert len(s["runs"]) == 5
     pre = s["preconditions"]["claim4"]
@@ -220,21 +230,21 @@ def test_ee_el_scheduler_consistent(training):
 
 
 @pytest.mark.xdist_group("curricula-study")
-def test_ee_el_scheduler_direction(training, request):
+def test_ee_el_scheduler_direction(ee_training, request):
     """EE's claim 4: EL keeps more groups partially solved than random order, EL's training reward
     rises, random order's dips."""
-    expect_claim(request, KNOWN, "claim4", training.seed)
-    s = curricula(training, "ee_el_scheduler")
+    expect_claim(request, KNOWN, "claim4", ee_training.seed)
+    s = curricula(ee_training, "ee_el_scheduler")
     assert set(s["reproduced"].values()) == {"yes"}, s["reproduced"]
 
 
 # ---------------------------------------------------------------- claim 5: trajectory growth
 @pytest.mark.xdist_group("curricula-study")
-def test_ee_trajectory_growth_consistent(training):
+def test_ee_trajectory_growth_consistent(ee_training):
     """Claim 5 over 5 runs: the verdict recomputed from EL's turns-per-trajectory slope and, where the
     fixed set was evaluated, that slope minus the fixed set's; withheld iff a precondition failed (below
     10 runs the fixed set is not evaluated, and its precondition names that)."""
-    s = curricula(training, "ee_trajectory_growth")
+    s = curricula(ee_training, "ee_trajectory_growth")
     t = s["claim5"]["turns_slope_el"]
     assert len(s["runs"]) == 5 and t == s["turns_slope_el"]
     interval_ok(t)
@@ -252,21 +262,21 @@ def test_ee_trajectory_growth_consistent(training):
 
 
 @pytest.mark.xdist_group("curricula-study")
-def test_ee_trajectory_growth_direction(training, request):
+def test_ee_trajectory_growth_direction(ee_training, request):
     """EE's claim 5: turns per trajectory rise under EL as harder generations unlock."""
-    expect_claim(request, KNOWN, "claim5", training.seed)
-    s = curricula(training, "ee_trajectory_growth")
+    expect_claim(request, KNOWN, "claim5", ee_training.seed)
+    s = curricula(ee_training, "ee_trajectory_growth")
     assert s["reproduced"] == "yes", s["turns_slope_el"]
 
 
 # ------------------------------------------------------------------------ claim 6: methods
 @pytest.mark.xdist_group("methods-study")
-def test_ee_methods_consistent(training):
+def test_ee_methods_consistent(ee_training):
     """Claim 6 over 5 runs: each pair's order recomputed from its paired difference over runs (holding 0:
     a tie), the verdict from the orders ("yes": evolution ahead of both); withheld iff a precondition
     failed. Equal budgets are part of the design: co-evolution trains on as many environments as
     evolution synthesised, run by run, and the ensemble never on more."""
-    s = training("ee_methods")
+    s = ee_training("ee_methods")
     methods = ("evolution", "co-evolution", "ensemble")
     assert set(s["peak"]) == set(s["final"]) == set(methods)
     pre = s["preconditions"]
@@ -291,8 +301,8 @@ def test_ee_methods_consistent(training):
 
 
 @pytest.mark.xdist_group("methods-study")
-def test_ee_methods_direction(training, request):
+def test_ee_methods_direction(ee_training, request):
     """EE's claim 6: evolution's peak and final benchmark pass rates above co-evolution's and the ensemble's."""
-    expect_claim(request, KNOWN, "claim6", training.seed)
-    s = training("ee_methods")
+    expect_claim(request, KNOWN, "claim6", ee_training.seed)
+    s = ee_training("ee_methods")
     assert s["reproduced"] == {"peak": "yes", "final": "yes"}, s["reproduced"]
