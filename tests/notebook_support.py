@@ -7,9 +7,12 @@ by notebook and seed block, so both land on one worker under ``--dist loadgroup`
   (``n`` units, ``lo ≤ estimate ≤ hi``, the method recorded), the preconditions reported with ``met``
   agreeing with their value, and the verdict recomputed here from those numbers — withheld iff a
   precondition failed, otherwise what the intervals say;
-* a **direction** test asserting the paper's claim (verdict "yes" in the paper's direction). Where a
-  run recorded the claim as not holding at smoke size, :func:`expect_claim` marks it
-  ``xfail(strict=True)`` with the recorded reason, so the test turns red when the claim starts to hold.
+* a **direction** test asserting the paper's direction on the run's intervals: every part the claim's
+  verdict combines lies on the paper's side of 0 (the reading both tests share). It reads the intervals,
+  not the verdict: at smoke size (5 units) every verdict is withheld by the unit count, so asserting
+  the verdict would fail by construction, while the intervals are measured and may land either way.
+  Where a run recorded them not reading the paper's direction, :func:`expect_claim` marks the test
+  ``xfail(strict=True)`` with that run's numbers, so it turns red when the direction starts to show.
 
 Seed blocks: block 0 (``seed=0``: seeds 0..4 or runs 0..4) in the default notebooks suite, block
 100 marked ``slow`` (``make test-slow``), a block the design was not developed on; the EE training
@@ -147,8 +150,8 @@ def runs_precondition(pre: list[dict], name: str, units: int) -> None:
 
 # ----------------------------------------------------------------------------------- direction
 def expect_claim(request, known: dict[tuple[str, int], str], claim: str, seed: int) -> None:
-    """Mark the direction test ``xfail(strict=True)`` where a run recorded ``claim`` not holding on this
-    block (``known[(claim, seed)]``: the reason, with that run's numbers)."""
+    """Mark the direction test ``xfail(strict=True)`` where a run recorded ``claim``'s intervals not reading
+    the paper's direction on this block (``known[(claim, seed)]``: the reading, with that run's numbers)."""
     reason = known.get((claim, seed))
     if reason:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))

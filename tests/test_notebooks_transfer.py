@@ -10,9 +10,10 @@ temporary folder); two tests read the run:
    solver's rollouts on the seeds, as many as configured; EE's tasks are evolved offspring (generation ≥ 1
    in a store whose generation 0 are the seeds) — and *the verdicts follow from the intervals* recorded
    beside them;
-2. **direction**: claim 10 as fixed before the first run — EE's offspring lower every solver's pass rate
-   alike (each drop within a factor 2 of the mean) and co-evolution mined from A's failures lowers A's
-   more than B's and C's — ``xfail(strict=True)`` with the recorded numbers where a run found it not holding.
+2. **direction**: claim 10 as fixed before the first run, read on the run's intervals — EE's offspring lower
+   every solver's pass rate alike (each drop within a factor 2 of the mean) and co-evolution mined from A's
+   failures lowers A's more than B's and C's — ``xfail(strict=True)`` with the recorded numbers where a run
+   found the intervals not reading it.
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ def reproduced(ivs: list[dict]) -> str:
     return combined([paper_side(iv, "above") for iv in ivs])
 
 
+def ee_intervals(s: dict) -> list[dict]:
+    """EE alike: each solver's drop, and each drop minus half the mean and twice the mean minus it."""
+    ee = s["ee_alike"]
+    return [*s["drop"]["ee"].values(), *ee["drop_minus_half_mean"].values(), *ee["twice_mean_minus_drop"].values()]
+
+
+def claim10_parts(s: dict) -> list[str]:
+    """Claim 10's parts: EE lowers every solver alike; co-evolution from A's failures lowers A's the most."""
+    return [reproduced(ee_intervals(s)), reproduced(list(s["coevolution_targets"]["difference"].values()))]
+
+
 def check_design(results: Path, s: dict) -> None:
     study = s["study"]
     rows = read_rows(results / "passes.jsonl")
@@ -73,14 +85,15 @@ def check_design(results: Path, s: dict) -> None:
         assert sorted(e.data["seed_dir"] for e in ee.envs() if e.generation == 0) == sorted(map(str, seeds)), r
 
 
-#: Claim 10 where a run recorded it not holding, per seed block, with that run's numbers. At smoke size (5
-#: repetitions) it is withheld on every block (the registered 10: `make reproduce UNITS=10`).
-KNOWN = {("claim10", 0): "withheld: 5 repetitions < 10; EE's drops A +0.32 [−0.06, +0.70], B +0.22 [−0.15, +0.59], "
-                         "C +0.41 [+0.07, +0.75] (EE alike: tie); co-evolution from A's failures A − B −0.22 "
-                         "[−0.72, +0.28], A − C −0.23 [−0.86, +0.40] (tie)",
-         ("claim10", 100): "withheld: 5 repetitions < 10; EE lowers A, B and C (drops +0.42 [+0.14, +0.70], +0.25 "
-                           "[+0.07, +0.43], +0.48 [+0.21, +0.75]), alike but for B's drop − mean/2 +0.06 [−0.06, +0.17]; "
-                           "co-evolution from A's failures A − B +0.08 [−0.19, +0.35], A − C −0.27 [−0.72, +0.18]"}
+#: Claim 10 where a run recorded its intervals not reading the paper's direction, per seed block, with that
+#: run's numbers. At smoke size (5 repetitions) the verdict is withheld on every block (the registered 10:
+#: `make reproduce UNITS=10`).
+KNOWN = {("claim10", 0): "tie: EE's drops A +0.32 [−0.06, +0.70], B +0.22 [−0.15, +0.59], C +0.41 [+0.07, +0.75]: A's "
+                         "and B's hold 0 (EE alike: tie); co-evolution from A's failures, A − B −0.22 [−0.72, +0.28], "
+                         "A − C −0.23 [−0.86, +0.40] (tie)",
+         ("claim10", 100): "tie: EE lowers A, B and C (drops +0.42 [+0.14, +0.70], +0.25 [+0.07, +0.43], +0.48 "
+                           "[+0.21, +0.75]), alike but for B's drop − mean/2 +0.06 [−0.06, +0.17]; co-evolution from "
+                           "A's failures A − B +0.08 [−0.19, +0.35], A − C −0.27 [−0.72, +0.18]"}
 
 
 @pytest.fixture(scope="module", params=BLOCKS)
@@ -94,12 +107,11 @@ def test_ee_transfer_consistent(transfer):
     s, results, _ = transfer
     check_design(results, s)
     ee, co = s["ee_alike"], s["coevolution_targets"]
-    ee_ivs = [*s["drop"]["ee"].values(), *ee["drop_minus_half_mean"].values(), *ee["twice_mean_minus_drop"].values()]
-    for iv in [*ee_ivs, *co["difference"].values()]:
+    for iv in [*ee_intervals(s), *co["difference"].values()]:
         interval_ok(iv)
     pre = s["preconditions"]
     runs_precondition(pre, "repetitions", s["n_repetitions"])
-    ee_part, co_part = reproduced(ee_ivs), reproduced(list(co["difference"].values()))
+    ee_part, co_part = claim10_parts(s)
     follows(ee["reproduced"], ee_part, pre)
     follows(co["reproduced"], co_part, pre)
     follows(s["reproduced"], combined([ee_part, co_part]), pre)
@@ -108,6 +120,5 @@ def test_ee_transfer_consistent(transfer):
 def test_ee_transfer_direction(transfer, request):
     s, _, block = transfer
     expect_claim(request, KNOWN, "claim10", block)
-    assert s["reproduced"] == "yes", {"ee_alike": s["ee_alike"]["reproduced"],
-                                      "coevolution_targets": s["coevolution_targets"]["reproduced"],
-                                      "drop": s["drop"]["ee"], "difference": s["coevolution_targets"]["difference"]}
+    assert combined(claim10_parts(s)) == "yes", {"drop": s["drop"]["ee"],
+                                                 "difference": s["coevolution_targets"]["difference"]}
