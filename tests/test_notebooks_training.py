@@ -34,8 +34,8 @@ pytestmark = pytest.mark.notebooks
 KNOWN = {("claim4", 0): "no: EL's reward slope −0.0185 [−0.0363, −0.0007] per step lies below 0; random's −0.0042 "
                         "[−0.0104, +0.0020] and EL − random partially solved share +0.181 [−0.046, +0.408] hold 0",
          ("claim5", 0): "tie: EL's turns-per-trajectory slope +0.144 [−0.048, +0.335] per step holds 0",
-         ("claim6", 0): "tie: peak, paired over runs, evolution − co-evolution +0.021 [−0.041, +0.082], evolution − "
-                        "ensemble +0.005 [−0.056, +0.066] hold 0",
+         ("claim6", 0): "tie: evolution − co-evolution, peak +0.021 [−0.041, +0.082], final +0.015 [−0.042, +0.073]; "
+                        "evolution − ensemble, peak +0.005 [−0.056, +0.066], final −0.021 [−0.093, +0.052]",
          ("claim7", 0): "tie: the learning simulator's success over the last third 0.40 [0.35, 0.45] crosses the "
                         "zone's edge at 0.4; its distance to α, random − learning, +0.10 [−0.02, +0.21] holds 0; "
                         "plan length −1.93 [−4.47, +0.62], not below its start",
