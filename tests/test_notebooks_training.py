@@ -158,8 +158,8 @@ def test_genenv_alpha_direction(training, request):
 def claim8_reading(s: dict) -> str:
     """Claim 8 from the paired intervals, learning − random: "yes" for more fully solved and fewer unsolved
     per batch, "no" for either on the other side, else "tie"."""
-    fs, un = s["fully_solved_per_batch"]["difference"]["sign"], s["unsolved_per_batch"]["difference"]["sign"]
-    return "yes" if (fs, un) == ("above", "below") else "no" if fs == "below" or un == "above" else "tie"
+    return combined([paper_side(s["fully_solved_per_batch"]["difference"], "above"),
+                     paper_side(s["unsolved_per_batch"]["difference"], "below")])
 
 
 @pytest.mark.xdist_group("genenv-study")
@@ -190,8 +190,7 @@ def test_genenv_vs_random_direction(training, request):
 # --------------------------------------------------------------- claim 9: data efficiency
 def claim9_reading(s: dict) -> str:
     """Claim 9 from the paired intervals GenEnv − static, − random, − untrained, each expected above 0."""
-    signs = [d["sign"] for d in s["genenv_minus"].values()]
-    return "yes" if all(x == "above" for x in signs) else "no" if "below" in signs else "tie"
+    return combined([paper_side(d, "above") for d in s["genenv_minus"].values()])
 
 
 @pytest.mark.xdist_group("genenv-study")
@@ -309,9 +308,8 @@ def test_ee_trajectory_growth_direction(ee_training, request):
 def claim6_reading(s: dict, what: str) -> str:
     """Claim 6 for ``what`` ("peak" or "final"): "yes" if evolution is ahead of both baselines by its paired
     differences, "no" if either is ahead of it, else "tie"."""
-    orders = [s[f"{what}_comparison"][k]["order"] for k in ("evolution vs co-evolution", "evolution vs ensemble")]
-    return ("yes" if all(o.startswith("evolution >") for o in orders)
-            else "no" if any(o.endswith("> evolution") for o in orders) else "tie")
+    return combined([paper_side(s[f"{what}_comparison"][k]["paired_difference"], "above")
+                     for k in ("evolution vs co-evolution", "evolution vs ensemble")])
 
 
 @pytest.mark.xdist_group("methods-study")
